@@ -1,0 +1,3 @@
+from rke_py.cli import main
+
+main()

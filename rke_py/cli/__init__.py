@@ -1,0 +1,63 @@
+"""The `rke-py` command line.
+
+`main` maps errors to exit codes; each command module holds a click command that parses options, calls
+one library function and prints. Commands are imported lazily so `--help` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from rke_py.errors import ExitStatus, RkePyError
+
+COMMANDS = {
+    "validate": "rke_py.cli.cmd_validate",
+    "plan": "rke_py.cli.cmd_plan",
+    "up": "rke_py.cli.cmd_up",
+    "status": "rke_py.cli.cmd_status",
+    "remove": "rke_py.cli.cmd_remove",
+    "config": "rke_py.cli.cmd_config",
+    "lab": "rke_py.cli.cmd_lab",
+    "version": "rke_py.cli.cmd_version",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = COMMANDS.get(cmd_name)
+        if module is None:
+            return None
+        return importlib.import_module(module).command
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="rke-py", prog_name="rke-py")
+def cli() -> None:
+    """Stand up Kubernetes the RKE way from an RKE-style cluster.yml."""
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI and exit with a documented ExitStatus."""
+    try:
+        cli.main(args=argv, prog_name="rke-py", standalone_mode=False)
+    except RkePyError as exc:
+        click.echo(f"error: {exc}" if not getattr(exc, "problems", None) else str(exc), err=True)
+        sys.exit(exc.exit_status)
+    except click.exceptions.Abort:
+        click.echo("interrupted", err=True)
+        sys.exit(ExitStatus.INTERRUPTED)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(ExitStatus.INTERRUPTED)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(ExitStatus.CONFIG)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    sys.exit(ExitStatus.OK)

@@ -1,0 +1,251 @@
+"""The typed model of an RKE `cluster.yml`.
+
+Field names are the YAML keys, so `config.services.kube_api.service_cluster_ip_range` reads like the file
+(`services.kube-api.service_cluster_ip_range`; the three hyphenated service keys are the only renames).
+Defaults here are the "empty" values; RKE's real defaults are filled in by `defaults.py` so that a value the
+user wrote can be told apart from one rke-py chose.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+ROLES = ("etcd", "controlplane", "worker")
+
+
+@dataclass
+class Taint:
+    key: str = ""
+    value: str = ""
+    effect: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
+
+
+@dataclass
+class Node:
+    address: str = ""
+    port: str = "22"
+    internal_address: str = ""
+    role: list[str] = field(default_factory=list)
+    hostname_override: str = ""
+    user: str = ""
+    docker_socket: str = ""
+    ssh_key: str = ""
+    ssh_key_path: str = ""
+    ssh_cert: str = ""
+    ssh_cert_path: str = ""
+    ssh_agent_auth: bool = False
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: list[Taint] = field(default_factory=list)
+
+    def has(self, role: str) -> bool:
+        return role in self.role
+
+    @property
+    def name(self) -> str:
+        """The Kubernetes node name (hostname_override, defaulted to the lowercased address)."""
+        return self.hostname_override or self.address.lower()
+
+
+@dataclass
+class BastionHost:
+    address: str = ""
+    port: str = "22"
+    user: str = ""
+    ssh_agent_auth: bool = False
+    ssh_key: str = ""
+    ssh_key_path: str = ""
+    ssh_cert: str = ""
+    ssh_cert_path: str = ""
+    ignore_proxy_env_vars: bool = False
+
+
+@dataclass
+class PrivateRegistry:
+    url: str = ""
+    user: str = ""
+    password: str = ""
+    is_default: bool = False
+    ecr_credential_plugin: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class SystemImages:
+    etcd: str = ""
+    alpine: str = ""
+    nginx_proxy: str = ""
+    cert_downloader: str = ""
+    kubernetes_services_sidecar: str = ""
+    kubedns: str = ""
+    dnsmasq: str = ""
+    kubedns_sidecar: str = ""
+    kubedns_autoscaler: str = ""
+    coredns: str = ""
+    coredns_autoscaler: str = ""
+    nodelocal: str = ""
+    kubernetes: str = ""
+    flannel: str = ""
+    flannel_cni: str = ""
+    calico_node: str = ""
+    calico_cni: str = ""
+    calico_controllers: str = ""
+    calico_ctl: str = ""
+    calico_flexvol: str = ""
+    canal_node: str = ""
+    canal_cni: str = ""
+    canal_controllers: str = ""
+    canal_flannel: str = ""
+    canal_flexvol: str = ""
+    weave_node: str = ""
+    weave_cni: str = ""
+    pod_infra_container: str = ""
+    ingress: str = ""
+    ingress_backend: str = ""
+    ingress_webhook: str = ""
+    metrics_server: str = ""
+    windows_pod_infra_container: str = ""
+
+
+@dataclass
+class BaseService:
+    image: str = ""  # ignored, as in RKE: system_images decides
+    extra_args: dict[str, str] = field(default_factory=dict)
+    extra_args_array: dict[str, list[str]] = field(default_factory=dict)
+    extra_binds: list[str] = field(default_factory=list)
+    extra_env: list[str] = field(default_factory=list)
+    win_extra_args: dict[str, str] = field(default_factory=dict)
+    win_extra_args_array: dict[str, list[str]] = field(default_factory=dict)
+    win_extra_binds: list[str] = field(default_factory=list)
+    win_extra_env: list[str] = field(default_factory=list)
+
+
+@dataclass
+class BackupConfig:
+    enabled: bool | None = None
+    interval_hours: int = 0
+    retention: int = 0
+    s3backupconfig: dict[str, str] | None = None
+    safe_timestamp: bool = False
+    timeout: int = 0
+
+
+@dataclass
+class ETCDService(BaseService):
+    external_urls: list[str] = field(default_factory=list)
+    ca_cert: str = ""
+    cert: str = ""
+    key: str = ""
+    path: str = ""
+    uid: int = 0
+    gid: int = 0
+    snapshot: bool | None = None
+    retention: str = ""
+    creation: str = ""
+    backup_config: BackupConfig | None = None
+
+
+@dataclass
+class KubeAPIService(BaseService):
+    service_cluster_ip_range: str = ""
+    service_node_port_range: str = ""
+    pod_security_configuration: str = ""
+    always_pull_images: bool = False
+    secrets_encryption_config: dict[str, Any] | None = None
+    audit_log: dict[str, Any] | None = None
+    admission_configuration: dict[str, Any] | None = None
+    event_rate_limit: dict[str, Any] | None = None
+
+
+@dataclass
+class KubeControllerService(BaseService):
+    cluster_cidr: str = ""
+    service_cluster_ip_range: str = ""
+
+
+@dataclass
+class KubeletService(BaseService):
+    cluster_domain: str = ""
+    infra_container_image: str = ""
+    cluster_dns_server: str = ""
+    fail_swap_on: bool = False
+    generate_serving_certificate: bool = False
+
+
+@dataclass
+class Services:
+    etcd: ETCDService = field(default_factory=ETCDService)
+    kube_api: KubeAPIService = field(default_factory=KubeAPIService)  # YAML key: kube-api
+    kube_controller: KubeControllerService = field(default_factory=KubeControllerService)  # kube-controller
+    scheduler: BaseService = field(default_factory=BaseService)
+    kubelet: KubeletService = field(default_factory=KubeletService)
+    kubeproxy: BaseService = field(default_factory=BaseService)
+
+
+@dataclass
+class Network:
+    plugin: str = ""
+    options: dict[str, str] = field(default_factory=dict)
+    mtu: int = 0
+    node_selector: dict[str, str] = field(default_factory=dict)
+    # Provider-specific sub-objects and update_strategy/tolerations are kept as plain data.
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Authentication:
+    strategy: str = ""
+    sans: list[str] = field(default_factory=list)
+    webhook: dict[str, Any] | None = None
+
+
+@dataclass
+class Authorization:
+    mode: str = ""
+    options: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class UpgradeStrategy:
+    max_unavailable_worker: str = ""
+    max_unavailable_controlplane: str = ""
+    drain: bool | None = None
+    node_drain_input: dict[str, Any] | None = None
+
+
+@dataclass
+class ClusterConfig:
+    nodes: list[Node] = field(default_factory=list)
+    cluster_name: str = ""
+    kubernetes_version: str = ""
+    ssh_key_path: str = ""
+    ssh_cert_path: str = ""
+    ssh_agent_auth: bool = False
+    ignore_docker_version: bool | None = None
+    bastion_host: BastionHost | None = None
+    system_images: SystemImages = field(default_factory=SystemImages)
+    private_registries: list[PrivateRegistry] = field(default_factory=list)
+    services: Services = field(default_factory=Services)
+    network: Network = field(default_factory=Network)
+    authentication: Authentication = field(default_factory=Authentication)
+    authorization: Authorization = field(default_factory=Authorization)
+    upgrade_strategy: UpgradeStrategy = field(default_factory=UpgradeStrategy)
+    prefix_path: str = ""
+    addon_job_timeout: int = 0
+    enable_cri_dockerd: bool | None = None
+    # Addon-level sections rke-py accepts and keeps but does not deploy (see README "Scope").
+    dns: dict[str, Any] | None = None
+    ingress: dict[str, Any] | None = None
+    monitoring: dict[str, Any] | None = None
+    addons: str = ""
+    addons_include: list[str] = field(default_factory=list)
+    cloud_provider: dict[str, Any] | None = None
+    # Where each value came from: ("nodes", 0, "address") -> (line, col), 1-based. Filled by the loader.
+    positions: dict[tuple[Any, ...], tuple[int, int]] = field(default_factory=dict, repr=False, compare=False)
+    source: str = field(default="cluster.yml", repr=False, compare=False)
+
+    def hosts(self, role: str) -> list[Node]:
+        """Nodes with `role`, in file order (RKE keeps file order everywhere)."""
+        return [n for n in self.nodes if n.has(role)]

@@ -1,0 +1,118 @@
+"""Exit codes and the exceptions that map onto them.
+
+Library code raises these; only `rke_py.cli.main` turns them into an exit code, so every
+command reports failures the same way and pipelines can branch on the number.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+
+class ExitStatus(IntEnum):
+    """The process exit codes rke-py documents (README, "Exit codes")."""
+
+    OK = 0
+    ERROR = 1  # unexpected failure; a bug or an environment problem rke-py did not foresee
+    CONFIG = 2  # cluster.yml (or a command-line option) is invalid; nothing was touched
+    CONNECT = 3  # a host could not be reached or authenticated over SSH, or its Docker did not answer
+    PREFLIGHT = 4  # a host failed preflight checks; nothing was changed anywhere
+    APPLY = 5  # changing a host failed (a container did not start or become healthy)
+    VERIFY = 6  # the cluster was built but verification failed (etcd, apiserver, proxy, leases, nodes)
+    LOCKED = 7  # another rke-py run holds the lock for this cluster
+    ABORTED = 8  # the user declined a confirmation
+    INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
+
+
+class RkePyError(Exception):
+    """Base class: a failure rke-py understands and can explain to the user."""
+
+    exit_status = ExitStatus.ERROR
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One finding about cluster.yml, positioned so an editor can jump to it."""
+
+    file: str
+    line: int  # 1-based; 0 when the problem has no position (e.g. an empty file)
+    col: int  # 1-based
+    message: str  # what is wrong
+    hint: str = ""  # how to fix it
+    severity: str = "error"  # "error" or "warning"
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}:{self.col}" if self.line else self.file
+        text = f"{where}: {self.message}"
+        if self.hint:
+            text += f" — {self.hint}"
+        if self.severity == "warning":
+            text = f"{where}: warning: {text[len(where) + 2 :]}"
+        return text
+
+
+class ConfigError(RkePyError):
+    """cluster.yml is invalid; carries every problem found, not just the first."""
+
+    exit_status = ExitStatus.CONFIG
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        super().__init__("\n".join(str(p) for p in problems))
+
+
+class UsageError(RkePyError):
+    """A command-line option is missing or wrong (e.g. a prompt is needed but stdin is not a terminal)."""
+
+    exit_status = ExitStatus.CONFIG
+
+
+class HostError(RkePyError):
+    """Something failed on one host; names the host and the step."""
+
+    def __init__(self, host: str, step: str, message: str, log_tail: list[str] | None = None):
+        self.host = host
+        self.step = step
+        self.detail = message
+        self.log_tail = log_tail or []
+        text = f"{host}: {step}: {message}"
+        if self.log_tail:
+            text += "\n  last log lines:\n" + "\n".join(f"    {line}" for line in self.log_tail)
+        super().__init__(text)
+
+
+class ConnectError(HostError):
+    """SSH or Docker could not be reached on a host (refused, timed out, auth, host key)."""
+
+    exit_status = ExitStatus.CONNECT
+
+
+class PreflightError(RkePyError):
+    """One or more hosts failed preflight; carries every host's failure."""
+
+    exit_status = ExitStatus.PREFLIGHT
+
+    def __init__(self, failures: list[HostError]):
+        self.failures = failures
+        super().__init__("preflight failed, nothing was changed:\n" + "\n".join(str(f) for f in failures))
+
+
+class ApplyError(HostError):
+    """Applying a change on a host failed."""
+
+    exit_status = ExitStatus.APPLY
+
+
+class VerifyError(RkePyError):
+    """Verification found the cluster unhealthy."""
+
+    exit_status = ExitStatus.VERIFY
+
+
+class LockedError(RkePyError):
+    exit_status = ExitStatus.LOCKED
+
+
+class AbortedError(RkePyError):
+    exit_status = ExitStatus.ABORTED

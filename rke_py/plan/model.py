@@ -1,0 +1,106 @@
+"""What a node must have: containers and files. Plain data, compared by value and by hash.
+
+The spec hash is the contract between `plan` and `deploy`: it is stored in a label on every container
+rke-py starts, and an equal hash means "leave it alone". It covers every field that shapes the container
+and the content hash of every managed file the container reads, so a new nginx.conf replaces exactly the
+nginx-proxy containers that mount it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+
+NAME_LABEL = "io.rancher.rke.container.name"  # RKE's own label, kept so RKE tooling recognises the containers
+HASH_LABEL = "io.rke-py.spec-hash"
+MANAGED_LABEL = "io.rke-py.managed"
+
+
+@dataclass(frozen=True)
+class FileSpec:
+    """A file rke-py writes on a host before the containers that read it."""
+
+    path: str  # absolute host path, prefix_path already applied
+    content: bytes = field(repr=False)
+    mode: int = 0o600
+    secret: bool = False  # private keys: never printed, never logged
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.content).hexdigest()
+
+
+@dataclass(frozen=True)
+class HealthCheck:
+    """How `deploy` and `verify` know a container is serving. Fetched from the node itself."""
+
+    url: str  # e.g. https://localhost:6443/healthz
+    client_cert: str = ""  # certificate bundle name presented as client cert ("" = none)
+    expect_json: tuple[tuple[str, str], ...] = ()  # e.g. (("health", "true"),) for etcd
+    retries: int = 10
+    interval: float = 5.0
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    name: str
+    image: str
+    entrypoint: tuple[str, ...] = ()
+    command: tuple[str, ...] = ()
+    env: tuple[str, ...] = ()  # "KEY=value"
+    binds: tuple[str, ...] = ()  # "src:dst[:opts]"
+    network_mode: str = "host"
+    pid_mode: str = ""
+    privileged: bool = False
+    restart_policy: str = "always"  # "" for none
+    volumes_from: tuple[str, ...] = ()
+    user: str = ""
+    start: bool = True  # service-sidekick is created and never started, as in RKE
+    files: tuple[str, ...] = ()  # host paths of managed files this container reads
+    health: HealthCheck | None = None
+    files_digest: str = ""  # combined sha256 of `files`, set by the planner
+
+    def spec_hash(self) -> str:
+        """sha256 over every field that shapes the container, plus the content of the files it reads."""
+        data = asdict(self)
+        data.pop("health")  # how we check it does not change what runs
+        blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {NAME_LABEL: self.name, HASH_LABEL: self.spec_hash(), MANAGED_LABEL: "true"}
+
+
+def files_digest(paths: tuple[str, ...], files: dict[str, FileSpec]) -> str:
+    """The combined content hash of `paths`; every path must be a file the node plan writes."""
+    h = hashlib.sha256()
+    for path in sorted(paths):
+        h.update(path.encode() + b"\0" + files[path].sha256.encode() + b"\n")
+    return h.hexdigest()
+
+
+@dataclass
+class NodePlan:
+    """Everything one node must have. Containers are in start order within their plane."""
+
+    address: str
+    hostname: str
+    roles: tuple[str, ...]
+    files: list[FileSpec] = field(default_factory=list)
+    etcd: list[ContainerSpec] = field(default_factory=list)  # etcd plane
+    control: list[ContainerSpec] = field(default_factory=list)  # control plane
+    worker: list[ContainerSpec] = field(default_factory=list)  # worker plane (nginx-proxy first)
+
+    @property
+    def containers(self) -> list[ContainerSpec]:
+        return [*self.etcd, *self.control, *self.worker]
+
+
+@dataclass
+class ClusterPlan:
+    nodes: list[NodePlan]
+
+    def node(self, address: str) -> NodePlan:
+        return next(n for n in self.nodes if n.address == address)
