@@ -242,6 +242,13 @@ class ClusterConfig:
     addons: str = ""
     addons_include: list[str] = field(default_factory=list)
     cloud_provider: dict[str, Any] | None = None
+    # RKE keys that drive operations rke-py does not implement yet; accepted and kept so a real file loads.
+    restore: dict[str, Any] | None = None
+    rotate_certificates: dict[str, Any] | None = None
+    rotate_encryption_key: bool = False
+    win_prefix_path: str = ""
+    cri_dockerd_stream_server_address: str = ""
+    cri_dockerd_stream_server_port: str = ""
     # Where each value came from: ("nodes", 0, "address") -> (line, col), 1-based. Filled by the loader.
     positions: dict[tuple[Any, ...], tuple[int, int]] = field(default_factory=dict, repr=False, compare=False)
     source: str = field(default="cluster.yml", repr=False, compare=False)

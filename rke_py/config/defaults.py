@@ -1,0 +1,196 @@
+"""RKE's defaults (`rke:cluster/defaults.go`), applied to a freshly loaded ClusterConfig in place.
+
+Only empty values are filled, so a value the user wrote always wins; `config.positions` still tells which
+keys the file contained. Two deliberate differences from RKE:
+
+* `ignore_docker_version` keeps the file's value. RKE's CLI overwrites it with its `--ignore-docker-version`
+  flag, so `ignore_docker_version: true` has no effect there (RKE bug #3181).
+* When only one of `services.kube-api.service_cluster_ip_range` and
+  `services.kube-controller.service_cluster_ip_range` is set, the other takes its value (RKE would default
+  it to 10.43.0.0/16 and then reject the mismatch). Two different values written by the user are an error.
+* `services.kubelet.cluster_dns_server` defaults to the 10th address of the service range (10.43.0.10 for
+  the default range), so changing only the range does not leave the DNS address outside it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+
+from rke_py.config import kdm
+from rke_py.config.schema import BackupConfig, ClusterConfig, Node
+
+CLUSTER_NAME = "local"
+SSH_KEY_PATH = "~/.ssh/id_rsa"
+SSH_PORT = "22"
+DOCKER_SOCKET = "/var/run/docker.sock"
+PREFIX_PATH = "/"
+NETWORK_PLUGIN = "canal"
+AUTH_STRATEGY = "x509"
+AUTHZ_MODE = "rbac"
+SERVICE_CLUSTER_IP_RANGE = "10.43.0.0/16"
+CLUSTER_CIDR = "10.42.0.0/16"
+SERVICE_NODE_PORT_RANGE = "30000-32767"
+CLUSTER_DOMAIN = "cluster.local"
+CLUSTER_DNS_SERVER = "10.43.0.10"
+ETCD_RETENTION = "72h"
+ETCD_CREATION = "12h"
+ETCD_EXTRA_ARGS = {"election-timeout": "5000", "heartbeat-interval": "500"}
+MAX_UNAVAILABLE_WORKER = "10%"
+MAX_UNAVAILABLE_CONTROLPLANE = "1"
+ADDON_JOB_TIMEOUT = 45
+CRI_DOCKERD_FROM = (1, 24)
+FLEXVOL_DIR = "/usr/libexec/kubernetes/kubelet-plugins/volume/exec/nodeagent~uds"
+NETWORK_OPTIONS = {
+    "canal": {
+        "canal_flannel_backend_type": "vxlan",
+        "canal_flannel_backend_port": "8472",
+        "canal_flannel_backend_vni": "1",
+        "canal_flex_volume_plugin_dir": FLEXVOL_DIR,
+    },
+    "flannel": {
+        "flannel_backend_type": "vxlan",
+        "flannel_backend_port": "8472",
+        "flannel_backend_vni": "1",
+    },
+    "calico": {"calico_cloud_provider": "none", "calico_flex_volume_plugin_dir": FLEXVOL_DIR},
+}
+
+
+def apply(config: ClusterConfig) -> None:
+    """Fill every empty value of `config` with RKE's default."""
+    _cluster(config)
+    for node in config.nodes:
+        _node(config, node)
+    _bastion(config)
+    _network(config)
+    _services(config)
+    _upgrade_strategy(config)
+    _system_images(config)
+    _kubelet_infra_image(config)
+    _cri_dockerd(config)
+
+
+def _cluster(config: ClusterConfig) -> None:
+    config.cluster_name = config.cluster_name or CLUSTER_NAME
+    config.ssh_key_path = config.ssh_key_path or SSH_KEY_PATH
+    config.kubernetes_version = config.kubernetes_version or kdm.DEFAULT_K8S_VERSION
+    config.prefix_path = config.prefix_path or PREFIX_PATH
+    config.addon_job_timeout = config.addon_job_timeout or ADDON_JOB_TIMEOUT
+    if config.ignore_docker_version is None:
+        config.ignore_docker_version = False
+    config.authentication.strategy = config.authentication.strategy or AUTH_STRATEGY
+    config.authorization.mode = config.authorization.mode or AUTHZ_MODE
+
+
+def _node(config: ClusterConfig, node: Node) -> None:
+    node.port = node.port or SSH_PORT
+    node.internal_address = node.internal_address or node.address
+    node.hostname_override = (node.hostname_override or node.address).lower()
+    node.docker_socket = node.docker_socket or DOCKER_SOCKET
+    if not node.ssh_key and not node.ssh_key_path:
+        node.ssh_key_path = config.ssh_key_path
+    node.ssh_cert_path = node.ssh_cert_path or config.ssh_cert_path
+    node.ssh_agent_auth = config.ssh_agent_auth
+
+
+def _bastion(config: ClusterConfig) -> None:
+    """An empty bastion_host (as `rke config` writes it) means no bastion."""
+    bastion = config.bastion_host
+    if bastion is None or not (bastion.address or bastion.user):
+        config.bastion_host = None
+        return
+    bastion.port = bastion.port or SSH_PORT
+    if not bastion.ssh_key and not bastion.ssh_key_path:
+        bastion.ssh_key_path = config.ssh_key_path
+    bastion.ssh_agent_auth = config.ssh_agent_auth
+
+
+def _network(config: ClusterConfig) -> None:
+    network = config.network
+    network.plugin = network.plugin or NETWORK_PLUGIN
+    network.options = {**NETWORK_OPTIONS.get(network.plugin, {}), **network.options}
+
+
+def _services(config: ClusterConfig) -> None:
+    services = config.services
+    api, controller, kubelet = services.kube_api, services.kube_controller, services.kubelet
+    shared = api.service_cluster_ip_range or controller.service_cluster_ip_range or SERVICE_CLUSTER_IP_RANGE
+    api.service_cluster_ip_range = api.service_cluster_ip_range or shared
+    controller.service_cluster_ip_range = controller.service_cluster_ip_range or shared
+    api.service_node_port_range = api.service_node_port_range or SERVICE_NODE_PORT_RANGE
+    controller.cluster_cidr = controller.cluster_cidr or CLUSTER_CIDR
+    kubelet.cluster_domain = kubelet.cluster_domain or CLUSTER_DOMAIN
+    kubelet.cluster_dns_server = kubelet.cluster_dns_server or _dns_server(api.service_cluster_ip_range)
+    _etcd(config)
+
+
+def _dns_server(service_range: str) -> str:
+    """The 10th address of the (first) service network: 10.43.0.10 for the default range."""
+    try:
+        network = ipaddress.ip_network(service_range.split(",")[0].strip())
+    except ValueError:
+        return CLUSTER_DNS_SERVER
+    return str(network.network_address + 10)
+
+
+def _etcd(config: ClusterConfig) -> None:
+    etcd = config.services.etcd
+    if etcd.snapshot is None:
+        etcd.snapshot = True
+    etcd.retention = etcd.retention or ETCD_RETENTION
+    etcd.creation = etcd.creation or ETCD_CREATION
+    etcd.extra_args = {**ETCD_EXTRA_ARGS, **etcd.extra_args}
+    if etcd.backup_config is None and etcd.snapshot:
+        etcd.backup_config = BackupConfig()
+    if etcd.backup_config is not None:
+        _backup_config(etcd.backup_config)
+
+
+def _backup_config(backup: BackupConfig) -> None:
+    if backup.enabled is None:
+        backup.enabled = True
+    backup.interval_hours = backup.interval_hours or 12
+    backup.retention = backup.retention or 6
+    backup.timeout = backup.timeout or 300
+
+
+def _upgrade_strategy(config: ClusterConfig) -> None:
+    strategy = config.upgrade_strategy
+    strategy.max_unavailable_worker = strategy.max_unavailable_worker or MAX_UNAVAILABLE_WORKER
+    strategy.max_unavailable_controlplane = (
+        strategy.max_unavailable_controlplane or MAX_UNAVAILABLE_CONTROLPLANE
+    )
+
+
+def _system_images(config: ClusterConfig) -> None:
+    """Fill images from the KDM table, then prefix every image with the default registry (RKE `d()`)."""
+    images = config.system_images
+    known = kdm.system_images(config.kubernetes_version) or {}
+    registry = default_registry(config)
+    for field in dataclasses.fields(images):
+        image = getattr(images, field.name) or known.get(field.name, "")
+        if image and registry and not image.startswith(registry):
+            image = f"{registry}/{image}"
+        setattr(images, field.name, image)
+    images.cert_downloader = images.cert_downloader or images.alpine
+    config.services.etcd.image = images.etcd
+    for service in (config.services.kube_api, config.services.kube_controller, config.services.scheduler):
+        service.image = images.kubernetes
+    config.services.kubelet.image = config.services.kubeproxy.image = images.kubernetes
+
+
+def default_registry(config: ClusterConfig) -> str:
+    """URL of the first private registry marked is_default, or ""."""
+    return next((r.url.rstrip("/") for r in config.private_registries if r.is_default and r.url), "")
+
+
+def _kubelet_infra_image(config: ClusterConfig) -> None:
+    kubelet = config.services.kubelet
+    kubelet.infra_container_image = kubelet.infra_container_image or config.system_images.pod_infra_container
+
+
+def _cri_dockerd(config: ClusterConfig) -> None:
+    version = kdm.parse_version(config.kubernetes_version)
+    if config.enable_cri_dockerd is None and version is not None:
+        config.enable_cri_dockerd = version[:2] >= CRI_DOCKERD_FROM
