@@ -1,0 +1,88 @@
+"""The etcd container (`BuildEtcdProcess`, flags of `getETCDOptions122`, etcd >= 3.4.15)."""
+
+from __future__ import annotations
+
+from rke_py.config.schema import ClusterConfig, Node
+from rke_py.pki.bundle import etcd_cert_name
+from rke_py.pki.paths import cert_path, key_path
+from rke_py.plan.common import CA, binds, ca_file, cert_files, env, host_path, render_flags
+from rke_py.plan.model import ContainerSpec, HealthCheck
+
+NAME = "etcd"
+DATA_DIR = "/var/lib/rancher/etcd/"
+CIPHER_SUITES = "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384"
+
+
+def initial_cluster(config: ClusterConfig) -> str:
+    """Every etcd member in file order: `etcd-<hostname>=https://<internal>:2380,...`."""
+    return ",".join(f"etcd-{n.name}=https://{n.internal_address}:2380" for n in config.hosts("etcd"))
+
+
+def listen_address(node: Node) -> str:
+    """0.0.0.0 unless the node has a distinct internal address (a DNATed public address cannot be bound)."""
+    return "0.0.0.0" if node.address == node.internal_address else node.internal_address
+
+
+def flags(config: ClusterConfig, node: Node) -> dict[str, str]:
+    cert = etcd_cert_name(node)
+    listen = listen_address(node)
+    return {
+        "name": f"etcd-{node.name}",
+        "data-dir": DATA_DIR,
+        "listen-client-urls": f"https://{listen}:2379",
+        "listen-peer-urls": f"https://{listen}:2380",
+        "advertise-client-urls": f"https://{node.internal_address}:2379",
+        "initial-advertise-peer-urls": f"https://{node.internal_address}:2380",
+        "initial-cluster-token": "etcd-cluster-1",
+        "initial-cluster": initial_cluster(config),
+        "initial-cluster-state": "new",
+        "trusted-ca-file": cert_path(CA),
+        "peer-trusted-ca-file": cert_path(CA),
+        "cert-file": cert_path(cert),
+        "key-file": key_path(cert),
+        "peer-cert-file": cert_path(cert),
+        "peer-key-file": key_path(cert),
+        "client-cert-auth": "true",
+        "peer-client-cert-auth": "true",
+        "cipher-suites": CIPHER_SUITES,
+        "election-timeout": "5000",  # RKE's defaults; services.etcd.extra_args override them
+        "heartbeat-interval": "500",
+    }
+
+
+def etcdctl_env(node: Node) -> list[str]:
+    """So `docker exec etcd etcdctl ...` works without flags, as on an RKE node."""
+    cert = etcd_cert_name(node)
+    listen = listen_address(node)
+    endpoint = "127.0.0.1" if listen == "0.0.0.0" else listen
+    return [
+        "ETCDCTL_API=3",
+        f"ETCDCTL_CACERT={cert_path(CA)}",
+        f"ETCDCTL_CERT={cert_path(cert)}",
+        f"ETCDCTL_KEY={key_path(cert)}",
+        f"ETCDCTL_ENDPOINTS=https://{endpoint}:2379",
+    ]
+
+
+def container(config: ClusterConfig, node: Node) -> ContainerSpec:
+    service = config.services.etcd
+    return ContainerSpec(
+        name=NAME,
+        image=config.system_images.etcd,
+        command=("/usr/local/bin/etcd", *render_flags(flags(config, node), service)),
+        env=env(etcdctl_env(node), service),
+        binds=binds(
+            [
+                f"{host_path(config, '/var/lib/etcd')}:{DATA_DIR}:z",
+                f"{host_path(config, '/etc/kubernetes')}:/etc/kubernetes:z",
+            ],
+            service,
+        ),
+        files=(*cert_files(config, etcd_cert_name(node)), ca_file(config)),
+        health=HealthCheck(
+            url=f"https://{node.internal_address}:2379/health",
+            client_cert="kube-node",
+            expect_json=(("health", "true"),),
+            retries=18,  # RKE allows 90 s for a re-election
+        ),
+    )

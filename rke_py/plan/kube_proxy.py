@@ -1,0 +1,49 @@
+"""kube-proxy (`BuildKubeProxyProcess`, KDM `getKubeProxyOptions`)."""
+
+from __future__ import annotations
+
+from rke_py.config.schema import ClusterConfig, Node
+from rke_py.pki.paths import kubeconfig_path
+from rke_py.plan.common import (
+    KUBE_DIR,
+    SIDEKICK,
+    binds,
+    ca_file,
+    cert_files,
+    env,
+    host_path,
+    k8s_entrypoint,
+    kubeconfig_file,
+)
+from rke_py.plan.model import ContainerSpec, HealthCheck
+
+NAME = "kube-proxy"
+
+
+def flags(config: ClusterConfig, node: Node) -> dict[str, str]:
+    return {
+        "cluster-cidr": config.services.kube_controller.cluster_cidr,
+        "healthz-bind-address": "127.0.0.1",
+        "hostname-override": node.name,
+        "kubeconfig": kubeconfig_path(NAME),
+        "v": "2",
+    }
+
+
+def container(config: ClusterConfig, node: Node) -> ContainerSpec:
+    service = config.services.kubeproxy
+    return ContainerSpec(
+        name=NAME,
+        image=config.system_images.kubernetes,
+        entrypoint=k8s_entrypoint(NAME, flags(config, node), service),
+        env=env([], service),
+        binds=binds(
+            [f"{host_path(config, KUBE_DIR)}:{KUBE_DIR}:z", "/run:/run", "/lib/modules:/lib/modules:ro"],
+            service,
+        ),
+        pid_mode="host",
+        privileged=True,
+        volumes_from=(SIDEKICK,),
+        files=(kubeconfig_file(config, NAME), *cert_files(config, NAME), ca_file(config)),
+        health=HealthCheck(url="http://localhost:10256/healthz"),
+    )

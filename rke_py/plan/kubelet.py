@@ -1,0 +1,118 @@
+"""kubelet (`BuildKubeletProcess`, KDM `getKubeletOptions124`), beside cri-dockerd as for k8s >= 1.24."""
+
+from __future__ import annotations
+
+from rke_py.config.schema import ClusterConfig, Node
+from rke_py.pki.paths import cert_path, kubeconfig_path
+from rke_py.plan.common import (
+    CA,
+    SIDEKICK,
+    TLS_CIPHER_SUITES,
+    binds,
+    ca_file,
+    cert_files,
+    env,
+    host_path,
+    k8s_entrypoint,
+    kubeconfig_file,
+)
+from rke_py.plan.model import ContainerSpec, HealthCheck
+
+NAME = "kubelet"
+DOCKER_ROOT = "/var/lib/docker"  # `docker info` DockerRootDir, unknown offline; Docker's default
+CONTROLPLANE_TAINT = "node-role.kubernetes.io/controlplane=true:NoSchedule"
+ETCD_TAINT = "node-role.kubernetes.io/etcd=true:NoExecute"
+
+
+def taints(node: Node) -> str:
+    """Role taints a node without the worker role registers with, so workloads stay off it."""
+    if node.has("worker"):
+        return ""
+    roles = ((node.has("controlplane"), CONTROLPLANE_TAINT), (node.has("etcd"), ETCD_TAINT))
+    return ",".join(taint for has, taint in roles if has)
+
+
+def flags(config: ClusterConfig, node: Node) -> dict[str, str]:
+    kubelet = config.services.kubelet
+    out = {
+        "address": "0.0.0.0",
+        "anonymous-auth": "false",
+        "authentication-token-webhook": "true",
+        "authorization-mode": "Webhook",
+        "cgroups-per-qos": "True",
+        "client-ca-file": cert_path(CA),
+        "cloud-provider": "",
+        "cluster-dns": kubelet.cluster_dns_server,
+        "cluster-domain": kubelet.cluster_domain,
+        "container-runtime-endpoint": "unix:///var/run/cri-dockerd.sock",
+        "event-qps": "0",
+        "fail-swap-on": str(kubelet.fail_swap_on).lower(),
+        "hostname-override": node.name,
+        "kubeconfig": kubeconfig_path("kube-node"),
+        "make-iptables-util-chains": "true",
+        "pod-infra-container-image": kubelet.infra_container_image,
+        "read-only-port": "0",
+        "resolv-conf": "/etc/resolv.conf",
+        "root-dir": host_path(config, "/var/lib/kubelet"),
+        "streaming-connection-idle-timeout": "30m",
+        "tls-cipher-suites": TLS_CIPHER_SUITES,
+        "v": "2",
+        "volume-plugin-dir": "/var/lib/kubelet/volumeplugins",
+    }
+    if node.address != node.internal_address:
+        out["node-ip"] = node.internal_address
+    if taints(node):
+        out["register-with-taints"] = taints(node)
+    return out
+
+
+def base_binds(config: ClusterConfig) -> list[str]:
+    kubelet_dir = host_path(config, "/var/lib/kubelet")
+    out = [
+        f"{host_path(config, '/etc/kubernetes')}:/etc/kubernetes:z",
+        "/etc/cni:/etc/cni:rw,z",
+        "/opt/cni:/opt/cni:rw,z",
+        f"{host_path(config, '/var/lib/cni')}:/var/lib/cni:z",
+        "/var/lib/calico:/var/lib/calico:z",
+        "/etc/resolv.conf:/etc/resolv.conf",
+        "/sys:/sys:rprivate",
+        f"{DOCKER_ROOT}:{DOCKER_ROOT}:rw,rslave,z",
+        f"{kubelet_dir}:{kubelet_dir}:shared,z",
+        "/var/lib/rancher:/var/lib/rancher:shared,z",
+        "/var/run:/var/run:rw,rprivate",
+        "/run:/run:rprivate",
+        f"{host_path(config, '/etc/ceph')}:/etc/ceph",
+        "/dev:/host/dev:rprivate",
+        "/var/log/containers:/var/log/containers:z",
+        "/var/log/pods:/var/log/pods:z",
+        "/usr:/host/usr:ro",
+        "/etc:/host/etc:ro",
+    ]
+    if kubelet_dir != "/var/lib/kubelet":  # flex volume plugins stay where drivers expect them
+        out.append("/var/lib/kubelet/volumeplugins:/var/lib/kubelet/volumeplugins:shared,z")
+    # RKE lists cri-dockerd's state dir first.
+    return [f"{host_path(config, '/var/lib/cri-dockerd')}:/var/lib/cri-dockerd:z", *out]
+
+
+def cri_dockerd_env(config: ClusterConfig) -> list[str]:
+    """rke-tools' entrypoint starts cri-dockerd next to the kubelet when told to."""
+    out = ["RKE_KUBELET_CRIDOCKERD=true"]
+    if "," in config.services.kube_controller.cluster_cidr:
+        out.append("RKE_KUBELET_CRIDOCKERD_DUALSTACK=true")
+    return out
+
+
+def container(config: ClusterConfig, node: Node) -> ContainerSpec:
+    service = config.services.kubelet
+    return ContainerSpec(
+        name=NAME,
+        image=config.system_images.kubernetes,
+        entrypoint=k8s_entrypoint(NAME, flags(config, node), service),
+        env=env(cri_dockerd_env(config), service),
+        binds=binds(base_binds(config), service),
+        pid_mode="host",
+        privileged=True,
+        volumes_from=(SIDEKICK,),
+        files=(kubeconfig_file(config, "kube-node"), *cert_files(config, "kube-node"), ca_file(config)),
+        health=HealthCheck(url="http://localhost:10248/healthz"),
+    )

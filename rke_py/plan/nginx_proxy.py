@@ -1,0 +1,66 @@
+"""nginx-proxy: on every node without kube-apiserver, 127.0.0.1:6443 leads to every apiserver.
+
+Unlike RKE (confd inside rke-tools renders the config from `CP_HOSTS`), rke-py renders nginx.conf itself and
+bind-mounts it, so the file is visible, testable, and its hash decides when the proxy is replaced. Stock
+nginx is enough; the image only needs the stream module.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import jinja2
+
+from rke_py.config.schema import ClusterConfig
+from rke_py.plan.common import host_path
+from rke_py.plan.model import ContainerSpec, FileSpec, HealthCheck
+
+NAME = "nginx-proxy"
+CONF_DIR = "/etc/kubernetes/nginx-proxy"  # on the host, under prefix_path
+MOUNT_DIR = "/etc/nginx/rke-py"  # in the container
+
+
+def hostport(host: str, port: int) -> str:
+    """`host:port`, with IPv6 addresses in brackets as nginx wants them."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+@cache
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("rke_py", "templates"),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )
+    env.filters["hostport"] = hostport
+    return env
+
+
+def apiservers(config: ClusterConfig) -> list[str]:
+    """Internal addresses of the controlplane nodes, in file order."""
+    return [n.internal_address for n in config.hosts("controlplane")]
+
+
+def render(config: ClusterConfig) -> str:
+    return environment().get_template("nginx.conf.j2").render(apiservers=apiservers(config))
+
+
+def conf_path(config: ClusterConfig) -> str:
+    return host_path(config, f"{CONF_DIR}/nginx.conf")
+
+
+def files(config: ClusterConfig) -> list[FileSpec]:
+    return [FileSpec(conf_path(config), render(config).encode(), mode=0o644)]
+
+
+def container(config: ClusterConfig) -> ContainerSpec:
+    return ContainerSpec(
+        name=NAME,
+        image=config.system_images.nginx_proxy,
+        entrypoint=("nginx", "-c", f"{MOUNT_DIR}/nginx.conf", "-g", "daemon off;"),
+        env=(f"CP_HOSTS={','.join(apiservers(config))}",),  # RKE's variable; informative here
+        binds=(f"{host_path(config, CONF_DIR)}:{MOUNT_DIR}:ro",),
+        files=(conf_path(config),),
+        # Through the proxy, so a proxy that reaches no apiserver is caught.
+        health=HealthCheck(url="https://127.0.0.1:6443/healthz", client_cert="kube-node"),
+    )
