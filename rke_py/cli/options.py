@@ -22,3 +22,43 @@ output_option = click.option(
     show_default=True,
     help="text for people, json for pipelines (one JSON document on stdout).",
 )
+host_key_policy_option = click.option(
+    "--host-key-policy",
+    type=click.Choice(["accept-new", "strict", "ignore"]),
+    default="accept-new",
+    show_default=True,
+    envvar="RKE_PY_HOST_KEY_POLICY",
+    help="SSH host keys: accept-new pins unknown keys in the state and refuses changed ones; "
+    "strict refuses unknown keys; ignore checks nothing (not recommended).",
+)
+concurrency_option = click.option(
+    "--concurrency",
+    type=click.IntRange(1, 500),
+    default=50,
+    show_default=True,
+    help="Hosts worked on at once.",
+)
+log_file_option = click.option(
+    "--log-file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Debug log of the run [default: <config name>.rke-py.log beside cluster.yml].",
+)
+verbose_option = click.option("--verbose", "-v", is_flag=True, help="Show debug messages on stderr.")
+
+
+def host_command_options(fn):
+    """The options every command that connects to the hosts takes."""
+    for option in reversed(
+        (
+            config_option,
+            strict_option,
+            output_option,
+            host_key_policy_option,
+            concurrency_option,
+            log_file_option,
+            verbose_option,
+        )
+    ):
+        fn = option(fn)
+    return fn

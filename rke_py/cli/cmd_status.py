@@ -1,0 +1,27 @@
+"""`rke-py status`: the verify report of a running cluster, changing nothing."""
+
+from __future__ import annotations
+
+import click
+
+from rke_py.cli.options import host_command_options
+from rke_py.cli.output import console, emit_json
+from rke_py.cli.render import print_report
+from rke_py.cli.run import cluster_run, options_from
+from rke_py.deploy.cluster import Session, prepare, require_ok
+
+
+@click.command("status")
+@host_command_options
+def command(config_path, strict, output, host_key_policy, concurrency, log_file, verbose) -> None:
+    """Check etcd, apiservers, every node's proxy, the leader leases and the nodes."""
+    with cluster_run("status", config_path, log_file, verbose):
+        desired = prepare(config_path, strict=strict)
+        with Session(desired, options_from(host_key_policy, concurrency)) as session:
+            session.connect()
+            report = session.verify()
+        if output == "json":
+            emit_json(report.to_dict())
+        else:
+            print_report(console(), report)
+        require_ok(report)

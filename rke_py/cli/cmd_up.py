@@ -1,0 +1,47 @@
+"""`rke-py up`: bring the cluster to what cluster.yml says, then prove it works."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from rke_py.cli.options import host_command_options
+from rke_py.cli.output import console, emit_json
+from rke_py.cli.render import actions_doc, print_actions, print_report
+from rke_py.cli.run import cluster_run, options_from
+from rke_py.deploy.cluster import prepare, require_ok, up
+
+
+@click.command("up")
+@host_command_options
+@click.option("--no-verify", is_flag=True, help="Skip the checks at the end (status can run them later).")
+def command(config_path, strict, output, host_key_policy, concurrency, log_file, verbose, no_verify) -> None:
+    """Create or update the cluster described by cluster.yml."""
+    with cluster_run("up", config_path, log_file, verbose):
+        started = time.monotonic()
+        desired = prepare(config_path, strict=strict)
+        result = up(desired, options_from(host_key_policy, concurrency, verify=not no_verify))
+        seconds = round(time.monotonic() - started, 1)
+        if output == "json":
+            emit_json(
+                {
+                    "ok": result.report.ok if result.report else True,
+                    "seconds": seconds,
+                    "changed": result.changed,
+                    "hosts": actions_doc(desired.config, result.actions),
+                    "verify": result.report.to_dict() if result.report else None,
+                    "kubeconfig": str(result.kubeconfig),
+                    "state": str(result.state_file),
+                }
+            )
+        else:
+            out = console()
+            if result.changed:
+                print_actions(out, desired.config, result.actions, title="Changes made")
+            else:
+                out.print("Nothing to change: every host already matches cluster.yml.")
+            if result.report:
+                print_report(out, result.report)
+            out.print(f"kubeconfig: {result.kubeconfig}\nstate: {result.state_file}\ntook {seconds}s")
+        require_ok(result.report)

@@ -1,0 +1,52 @@
+"""How commands talk to people and pipelines: progress on stderr, results on stdout, a log file always.
+
+On a terminal progress is drawn with rich; otherwise it is plain timestamped lines, so CI logs read well.
+With `--output json` stdout carries exactly one JSON document.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.logging import RichHandler
+
+LOGGER = "rke_py"
+
+
+def setup_logging(log_file: Path | None, *, verbose: bool = False) -> None:
+    """Progress to stderr (INFO), everything to the log file (DEBUG)."""
+    root = logging.getLogger(LOGGER)
+    root.setLevel(logging.DEBUG)
+    root.handlers.clear()
+    if sys.stderr.isatty():
+        handler: logging.Handler = RichHandler(console=Console(stderr=True), show_path=False, markup=False)
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%Y-%m-%dT%H:%M:%S"))
+    handler.setLevel(logging.DEBUG if verbose else logging.INFO)
+    root.addHandler(handler)
+    if log_file is not None:
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        file_handler = logging.FileHandler(log_file)
+        file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+        file_handler.setLevel(logging.DEBUG)
+        root.addHandler(file_handler)
+
+
+def default_log_file(config_path: Path) -> Path:
+    """Beside the state file: <dir>/<name>.rke-py.log (appended to, one block per run)."""
+    return config_path.parent / f"{config_path.stem}.rke-py.log"
+
+
+def emit_json(doc: Any) -> None:
+    click.echo(json.dumps(doc, indent=2, sort_keys=False, default=str))
+
+
+def console() -> Console:
+    return Console(soft_wrap=True)

@@ -1,0 +1,56 @@
+"""Tables and JSON documents for actions and verify reports, shared by up, plan and status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from rke_py.config.schema import ClusterConfig
+from rke_py.deploy.actions import Action
+from rke_py.verify.checks import Report
+
+
+def actions_doc(config: ClusterConfig, actions: dict[str, list[Action]]) -> list[dict[str, Any]]:
+    return [
+        {
+            "address": node.address,
+            "hostname": node.name,
+            "roles": list(node.role),
+            "actions": [
+                {"kind": a.kind, "phase": a.plane, "target": a.target, "reason": a.reason}
+                for a in actions.get(node.address, [])
+            ],
+        }
+        for node in config.nodes
+    ]
+
+
+def print_actions(out: Console, config: ClusterConfig, actions: dict[str, list[Action]], title: str) -> None:
+    table = Table(title=title)
+    for column in ("host", "phase", "action", "target", "why"):
+        table.add_column(column)
+    for node in config.nodes:
+        for a in actions.get(node.address, []):
+            table.add_row(node.address, a.plane, a.kind, a.target, a.reason)
+    out.print(table)
+
+
+def print_report(out: Console, report: Report) -> None:
+    table = Table(title="Verify")
+    for column in ("check", "target", "result", "detail"):
+        table.add_column(column)
+    for c in report.checks:
+        table.add_row(c.name, c.target, "ok" if c.ok else "FAIL", c.detail)
+    out.print(table)
+    if report.leases:
+        leases = Table(title="Leader leases")
+        for column in ("lease", "holder node", "holder identity", "renewed", "transitions"):
+            leases.add_column(column)
+        for x in report.leases:
+            leases.add_row(
+                x.name, x.holder_node or "-", x.holder, f"{x.age_seconds:.0f}s ago", str(x.transitions)
+            )
+        out.print(leases)
+    out.print("cluster is healthy" if report.ok else f"{len(report.failures())} check(s) failed")

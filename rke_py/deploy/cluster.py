@@ -1,0 +1,304 @@
+"""One run against a cluster: load (offline) → connect → observe → diff → apply → verify → save.
+
+`prepare` does everything that needs no host. `Session` owns the one connection per host for the run.
+`up`, `actions` (for `rke-py plan`) and `remove` are the library entry points the CLI calls.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rke_py import config as config_pkg
+from rke_py.config.schema import ClusterConfig, Node
+from rke_py.deploy.actions import Action, diff_host
+from rke_py.deploy.apply import Target, execute, registry_of
+from rke_py.deploy.observe import COMPONENTS, observe
+from rke_py.deploy.parallel import DEFAULT_CONCURRENCY, for_each
+from rke_py.deploy.preflight import preflight
+from rke_py.errors import ConnectError, HostError, PreflightError, RkePyError, VerifyError
+from rke_py.files import write_private_file
+from rke_py.hosts.docker_api import docker_client
+from rke_py.hosts.ssh import HostKeyStore, bastion_target, connect, target_for
+from rke_py.pki.bundle import Bundle, build_bundle
+from rke_py.pki.kubeconfig import admin_kubeconfig
+from rke_py.plan import build_plan
+from rke_py.plan.model import ClusterPlan
+from rke_py.state import (
+    ClusterState,
+    State,
+    kubeconfig_path_for,
+    read_state,
+    rke_config_json,
+    state_path_for,
+    write_state,
+)
+from rke_py.verify.checks import Report, role_taints, verify
+from rke_py.verify.kubeapi import KubeAPI, KubeAPIError
+
+log = logging.getLogger("rke_py.deploy")
+
+
+@dataclass
+class Options:
+    host_key_policy: str = "accept-new"
+    concurrency: int = DEFAULT_CONCURRENCY
+    verify: bool = True
+
+
+@dataclass
+class Desired:
+    """What the cluster must look like, computed without touching any host."""
+
+    config_path: Path
+    config: ClusterConfig
+    state: ClusterState
+    bundle: Bundle
+    plan: ClusterPlan
+    warnings: list = field(default_factory=list)
+
+
+def prepare(config_path: str | Path, *, strict: bool = False) -> Desired:
+    """Load cluster.yml and the state, build or reuse certificates, and plan every node. Pure of hosts."""
+    config_path = Path(config_path)
+    loaded = config_pkg.load(config_path, strict=strict)
+    state = read_state(state_path_for(config_path)) or ClusterState()
+    bundle = build_bundle(loaded.config, state.desired.certificates or None)
+    return Desired(
+        config_path, loaded.config, state, bundle, build_plan(loaded.config, bundle), loaded.warnings
+    )
+
+
+class Session:
+    """The run's connections: one SSH connection (and Docker client on it) per host, closed together."""
+
+    def __init__(self, desired: Desired, options: Options):
+        self.desired = desired
+        self.options = options
+        self.host_keys = HostKeyStore(dict(desired.state.host_keys), policy=options.host_key_policy)
+        self.targets: dict[str, Target] = {}
+        self._bastion = None
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for t in self.targets.values():
+            t.conn.close()
+        if self._bastion is not None:
+            self._bastion.close()
+
+    def connect(self) -> None:
+        """Connect and observe every host in parallel; any failure stops the run before a change."""
+        config = self.desired.config
+        bastion = bastion_target(config)
+        if bastion is not None:
+            self._bastion = connect(bastion, host_keys=self.host_keys)
+        results, errors = for_each(config.nodes, self._connect_one, self.options.concurrency)
+        self.targets = {node.address: target for node, target in results.items()}
+        if errors:
+            raise _combined(errors, ConnectError)
+
+    def _connect_one(self, node: Node) -> Target:
+        conn = connect(target_for(node, self.desired.config), host_keys=self.host_keys, bastion=self._bastion)
+        try:
+            client = docker_client(conn, node.docker_socket)
+            plan = self.desired.plan.node(node.address)
+            facts = observe(node.address, client, conn.run, plan, self.desired.config.prefix_path)
+        except HostError:
+            conn.close()
+            raise
+        except Exception as exc:
+            conn.close()
+            raise ConnectError(node.address, "docker", str(exc)) from exc
+        return Target(node.address, conn, client, facts)
+
+    def actions(self) -> dict[str, list[Action]]:
+        return {
+            n.address: diff_host(self.desired.plan.node(n.address), self.targets[n.address].facts)
+            for n in self.desired.config.nodes
+        }
+
+    def kube_api(self) -> KubeAPI:
+        cps = [f"{n.address}:6443" for n in self.desired.config.hosts("controlplane")]
+        return KubeAPI(cps, self.desired.bundle["kube-ca"], self.desired.bundle["kube-admin"])
+
+    def verify(self) -> Report:
+        d = self.desired
+        conns = {a: t.conn for a, t in self.targets.items()}
+        hostnames = {a: t.facts.hostname for a, t in self.targets.items()}
+        return verify(d.config, d.plan, d.bundle, conns, hostnames, self.kube_api())
+
+
+def _combined(errors: list[HostError], kind: type[HostError]) -> RkePyError:
+    if len(errors) == 1:
+        return errors[0]
+    first = errors[0]
+    combined = kind(first.host, first.step, first.detail, first.log_tail)
+    combined.args = ("\n".join(str(e) for e in errors),)
+    return combined
+
+
+@dataclass
+class UpResult:
+    actions: dict[str, list[Action]]
+    report: Report | None
+    kubeconfig: Path
+    state_file: Path
+
+    @property
+    def changed(self) -> int:
+        return sum(len(a) for a in self.actions.values())
+
+
+def up(desired: Desired, options: Options, on_phase: Callable[[str], None] = lambda p: None) -> UpResult:
+    """Bring every host to the plan, phase by phase; then save state and kubeconfig and verify."""
+    config = desired.config
+    state_file = state_path_for(desired.config_path)
+    _save_state(desired, state_file, current=False)  # certificates are never lost, even if apply fails
+    with Session(desired, options) as session:
+        on_phase("connect")
+        session.connect()
+        on_phase("preflight")
+        failures = [f for t in session.targets.values() if (f := preflight(config, t.facts))]
+        if failures:
+            raise PreflightError(failures)
+        actions = session.actions()
+        if not any(actions.values()):
+            log.info("nothing to change: every host already matches cluster.yml")
+        auth = _registry_auth(config)
+        run = lambda phase, hosts: _run_phase(session, actions, phase, hosts, desired.bundle, auth, options)  # noqa: E731
+        for phase in ("cleanup", "files", "images"):
+            on_phase(phase)
+            run(phase, config.nodes)
+        on_phase("etcd")
+        for node in config.hosts("etcd"):  # one member at a time
+            _run_phase(session, actions, "etcd", [node], desired.bundle, auth, options)
+        on_phase("control")
+        run("control", config.hosts("controlplane"))
+        on_phase("worker")
+        run("worker", config.nodes)
+        desired.state.host_keys.update(session.host_keys.learned)
+        _save_state(desired, state_file, current=True)
+        kubeconfig = kubeconfig_path_for(desired.config_path)
+        server = f"https://{config.hosts('controlplane')[0].address}:6443"
+        write_private_file(kubeconfig, admin_kubeconfig(config, desired.bundle, server))
+        report = None
+        if options.verify:
+            on_phase("verify")
+            api = session.kube_api()
+            _sync_nodes(config, api)
+            report = session.verify()
+        return UpResult(actions, report, kubeconfig, state_file)
+
+
+def _run_phase(session, actions, phase, nodes, bundle, auth, options) -> None:
+    def apply_host(node: Node) -> None:
+        target = session.targets[node.address]
+        for action in actions[node.address]:
+            if action.plane == phase:
+                execute(target, action, bundle, auth)
+
+    _, errors = for_each(nodes, apply_host, options.concurrency)
+    if errors:
+        raise _combined(errors, type(errors[0]))
+
+
+def _registry_auth(config: ClusterConfig) -> dict[str, dict]:
+    return {
+        registry_of(r.url + "/x"): {"username": r.user, "password": r.password}
+        for r in config.private_registries
+        if r.user
+    }
+
+
+def _save_state(desired: Desired, path: Path, *, current: bool) -> None:
+    state = desired.state
+    state.desired = State(rke_config=rke_config_json(desired.config), certificates=dict(desired.bundle))
+    if current:
+        state.current = State(rke_config=state.desired.rke_config, certificates=dict(desired.bundle))
+    write_state(path, state)
+
+
+def _sync_nodes(config: ClusterConfig, api: KubeAPI, attempts: int = 15) -> None:
+    """Set role labels, configured labels and taints on each Node, as RKE's SyncLabelsAndTaints does."""
+    pending = list(config.nodes)
+    for _ in range(attempts):
+        still = []
+        for node in pending:
+            labels = {f"node-role.kubernetes.io/{r}": "true" for r in node.role} | dict(node.labels)
+            labels |= {
+                "rke.cattle.io/external-ip": node.address,
+                "rke.cattle.io/internal-ip": node.internal_address,
+            }
+            taints = [{"key": k, "value": "true", "effect": e} for k, e in role_taints(node)]
+            taints += [{"key": t.key, "value": t.value, "effect": t.effect} for t in node.taints]
+            body = {"metadata": {"labels": labels}, "spec": {"taints": taints or None}}
+            try:
+                api.merge_patch(f"/api/v1/nodes/{node.name}", body)
+            except KubeAPIError:
+                still.append(node)
+        if not still:
+            return
+        pending = still
+        time.sleep(2)
+    log.warning("nodes not registered yet, labels and taints not set: %s", ", ".join(n.name for n in pending))
+
+
+def actions(desired: Desired, options: Options) -> dict[str, list[Action]]:
+    """What `up` would do now, per host, without changing anything."""
+    with Session(desired, options) as session:
+        session.connect()
+        return session.actions()
+
+
+def remove(desired: Desired, options: Options) -> dict[str, list[str]]:
+    """Remove every container and file rke-py put on each host; the hosts are left as before."""
+    removed: dict[str, list[str]] = {}
+    with Session(desired, options) as session:
+        session.connect()
+
+        def clean(node: Node) -> list[str]:
+            target = session.targets[node.address]
+            done = []
+            for name in reversed(COMPONENTS):
+                seen = target.facts.containers.get(name)
+                if seen:
+                    target.docker.api.remove_container(seen.id, force=True)
+                    done.append(name)
+            target.conn.run("rm -rf " + " ".join(_cleaned_dirs(desired.config.prefix_path)))
+            return done
+
+        results, errors = for_each(desired.config.nodes, clean, options.concurrency)
+        if errors:
+            raise _combined(errors, type(errors[0]))
+        removed = {n.address: r for n, r in results.items()}
+    for path in (state_path_for(desired.config_path), kubeconfig_path_for(desired.config_path)):
+        path.unlink(missing_ok=True)
+    return removed
+
+
+def _cleaned_dirs(prefix: str) -> list[str]:
+    """What RKE's kube-cleaner wipes, plus the audit log dir rke-py's apiserver writes."""
+    p = prefix.rstrip("/")
+    return [
+        f"{p}/etc/kubernetes",
+        f"{p}/var/lib/etcd",
+        f"{p}/var/lib/cni",
+        "/etc/cni",
+        "/opt/cni",
+        "/var/run/calico",
+        f"{p}/var/log/kube-audit",
+    ]
+
+
+def require_ok(report: Report | None) -> None:
+    if report is not None and not report.ok:
+        lines = [f"{c.name} {c.target}: {c.detail}" for c in report.failures()]
+        raise VerifyError("verification failed:\n  " + "\n  ".join(lines))

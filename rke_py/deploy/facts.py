@@ -1,0 +1,29 @@
+"""What a host has now, as plain data: the input `diff` compares with the plan."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ObservedContainer:
+    name: str
+    id: str
+    image: str
+    running: bool
+    spec_hash: str  # "" when the container was not started by rke-py (e.g. by RKE itself)
+    restarting: bool = False
+
+
+@dataclass
+class HostFacts:
+    address: str
+    hostname: str = ""  # the host's own hostname (docker info Name)
+    docker_version: str = ""
+    docker_root_dir: str = "/var/lib/docker"
+    containers: dict[str, ObservedContainer] = field(default_factory=dict)
+    images: set[str] = field(default_factory=set)
+    file_hashes: dict[str, str | None] = field(default_factory=dict)
+    listening_ports: set[int] = field(default_factory=set)
+    disk_free_mb: int = 0
+    uid: int = 0

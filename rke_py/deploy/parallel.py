@@ -1,0 +1,33 @@
+"""Bounded parallelism over hosts, collecting every host's failure instead of stopping at the first."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+from rke_py.errors import HostError
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+DEFAULT_CONCURRENCY = 50  # RKE's worker count: enough for 100 hosts in two waves
+
+
+def for_each(
+    items: Iterable[T], fn: Callable[[T], R], concurrency: int
+) -> tuple[dict[T, R], list[HostError]]:
+    """Run `fn` on every item, at most `concurrency` at once; return results and the HostErrors raised."""
+    items = list(items)
+    results: dict[T, R] = {}
+    errors: list[HostError] = []
+    if not items:
+        return results, errors
+    with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(items)))) as pool:
+        futures = {item: pool.submit(fn, item) for item in items}
+        for item, future in futures.items():
+            try:
+                results[item] = future.result()
+            except HostError as exc:
+                errors.append(exc)
+    return results, errors

@@ -1,0 +1,190 @@
+"""Prove the cluster works: etcd, apiservers, every node's proxy, leader leases, nodes.
+
+Read-only. Each check is a row in the Report, so `status` and the end of `up` show the same thing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from rke_py.config.schema import ClusterConfig, Node
+from rke_py.pki.certs import CertKeyPair
+from rke_py.plan.model import ClusterPlan
+from rke_py.verify.health import probe
+from rke_py.verify.kubeapi import KubeAPI, KubeAPIError
+
+LEASES = ("kube-controller-manager", "kube-scheduler")
+NGINX_CONF = "nginx-proxy/nginx.conf"
+
+
+@dataclass
+class Check:
+    name: str  # etcd, kube-apiserver, nginx-proxy, lease, node
+    target: str  # host address or object name
+    ok: bool
+    detail: str
+
+
+@dataclass
+class Lease:
+    name: str
+    holder: str
+    holder_node: str  # the controlplane node the holder runs on, "" if none matches
+    age_seconds: float
+    duration_seconds: int
+    transitions: int
+
+
+@dataclass
+class Report:
+    checks: list[Check] = field(default_factory=list)
+    leases: list[Lease] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.checks) and all(c.ok for c in self.checks)
+
+    def failures(self) -> list[Check]:
+        return [c for c in self.checks if not c.ok]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "checks": [asdict(c) for c in self.checks],
+            "leases": [asdict(x) for x in self.leases],
+        }
+
+
+def verify(
+    config: ClusterConfig,
+    plan: ClusterPlan,
+    bundle: Mapping[str, CertKeyPair],
+    conns: Mapping[str, Any],
+    hostnames: Mapping[str, str],
+    api: KubeAPI,
+) -> Report:
+    """Run every check. `conns` maps node address → connection; `hostnames` address → host's own name."""
+    report = Report()
+    for node in config.hosts("etcd"):
+        _probe_component(report, "etcd", node, plan, bundle, conns)
+    for node in config.hosts("controlplane"):
+        _probe_component(report, "kube-apiserver", node, plan, bundle, conns)
+    for node in config.nodes:
+        if not node.has("controlplane"):
+            _check_proxy(report, config, node, plan, bundle, conns)
+    _check_leases(report, config, hostnames, api)
+    _check_nodes(report, config, api)
+    return report
+
+
+def _probe_component(report, name, node: Node, plan, bundle, conns) -> None:
+    conn = conns.get(node.address)
+    spec = next((c for c in plan.node(node.address).containers if c.name == name), None)
+    if conn is None or spec is None or spec.health is None:
+        report.checks.append(Check(name, node.address, False, "host not connected"))
+        return
+    ok, detail = probe(conn, spec.health, bundle)
+    report.checks.append(Check(name, node.address, ok, detail))
+
+
+def _check_proxy(report, config: ClusterConfig, node: Node, plan, bundle, conns) -> None:
+    """The proxy answers on 127.0.0.1:6443 and its config on the host is the one planned (current CPs)."""
+    conn = conns.get(node.address)
+    spec = next((c for c in plan.node(node.address).containers if c.name == "nginx-proxy"), None)
+    if conn is None or spec is None:
+        report.checks.append(Check("nginx-proxy", node.address, False, "host not connected"))
+        return
+    ok, detail = probe(conn, spec.health, bundle)
+    conf = next(f for f in plan.node(node.address).files if f.path.endswith(NGINX_CONF))
+    on_host = conn.file_hashes([conf.path]).get(conf.path)
+    if on_host != conf.sha256:
+        ok, detail = False, f"{conf.path} does not list the current controlplane nodes (re-run `rke-py up`)"
+    else:
+        cps = ", ".join(n.internal_address for n in config.hosts("controlplane"))
+        detail = f"{detail}; upstreams: {cps}"
+    report.checks.append(Check("nginx-proxy", node.address, ok, detail))
+
+
+def _check_leases(report, config: ClusterConfig, hostnames: Mapping[str, str], api: KubeAPI) -> None:
+    """Exactly one holder per lease, on a controlplane node, renewed within its duration."""
+    cp_names = {}
+    for node in config.hosts("controlplane"):
+        cp_names[node.name] = node.address
+        if hostnames.get(node.address):
+            cp_names[hostnames[node.address]] = node.address
+    now = dt.datetime.now(dt.UTC)
+    for name in LEASES:
+        try:
+            lease = api.get(f"/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/{name}")
+        except KubeAPIError as exc:
+            report.checks.append(Check("lease", name, False, str(exc)))
+            continue
+        spec = lease.get("spec", {})
+        holder = spec.get("holderIdentity", "")
+        host = holder.split("_", 1)[0]
+        duration = int(spec.get("leaseDurationSeconds") or 15)
+        renewed = _parse_time(spec.get("renewTime", ""))
+        age = (now - renewed).total_seconds() if renewed else float("inf")
+        node_addr = cp_names.get(host, "")
+        report.leases.append(
+            Lease(name, holder, node_addr, round(age, 1), duration, spec.get("leaseTransitions", 0))
+        )
+        if not holder:
+            report.checks.append(Check("lease", name, False, "no holder"))
+        elif not node_addr:
+            report.checks.append(Check("lease", name, False, f"holder {holder} is not a controlplane node"))
+        elif age > duration:
+            report.checks.append(
+                Check("lease", name, False, f"not renewed for {age:.0f}s (duration {duration}s)")
+            )
+        else:
+            report.checks.append(Check("lease", name, True, f"held by {node_addr}, renewed {age:.0f}s ago"))
+
+
+def _check_nodes(report, config: ClusterConfig, api: KubeAPI) -> None:
+    """Every configured node is registered, Ready, and carries the taints its roles imply."""
+    try:
+        items = {n["metadata"]["name"]: n for n in api.get("/api/v1/nodes").get("items", [])}
+    except KubeAPIError as exc:
+        report.checks.append(Check("node", "*", False, str(exc)))
+        return
+    for node in config.nodes:
+        obj = items.get(node.name)
+        if obj is None:
+            report.checks.append(Check("node", node.name, False, "not registered"))
+            continue
+        ready = any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in obj.get("status", {}).get("conditions", [])
+        )
+        have = {(t.get("key"), t.get("effect")) for t in obj.get("spec", {}).get("taints") or []}
+        missing = [f"{k}:{e}" for k, e in role_taints(node) if (k, e) not in have]
+        ok = ready and not missing
+        detail = "Ready" if ready else "NotReady"
+        if missing:
+            detail += f"; missing taints {', '.join(missing)}"
+        report.checks.append(Check("node", node.name, ok, detail))
+
+
+def role_taints(node: Node) -> list[tuple[str, str]]:
+    """RKE's taints for nodes without the worker role."""
+    if node.has("worker"):
+        return []
+    taints = []
+    if node.has("controlplane"):
+        taints.append(("node-role.kubernetes.io/controlplane", "NoSchedule"))
+    if node.has("etcd"):
+        taints.append(("node-role.kubernetes.io/etcd", "NoExecute"))
+    return taints
+
+
+def _parse_time(text: str) -> dt.datetime | None:
+    if not text:
+        return None
+    try:
+        return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None

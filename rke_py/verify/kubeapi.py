@@ -1,0 +1,65 @@
+"""A minimal Kubernetes API client for verify and node sync, using the admin certificate.
+
+It talks to the same address the admin kubeconfig names, so what rke-py checks is what kubectl sees.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import ssl
+import tempfile
+from collections.abc import Sequence
+from typing import Any
+
+from rke_py.pki.certs import CertKeyPair
+
+
+class KubeAPIError(Exception):
+    pass
+
+
+class KubeAPI:
+    def __init__(self, servers: Sequence[str], ca: CertKeyPair, admin: CertKeyPair, timeout: float = 5):
+        self.servers = list(servers)  # "host:port", tried in order
+        self.timeout = timeout
+        self._ctx = ssl.create_default_context(cadata=ca.leaf_pem)
+        with tempfile.TemporaryDirectory() as tmp:  # 0700: the key is never readable by others
+            cert, key = os.path.join(tmp, "c.pem"), os.path.join(tmp, "k.pem")
+            for path, text in ((cert, admin.cert_pem), (key, admin.key_pem)):
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "w") as f:
+                    f.write(text)
+            self._ctx.load_cert_chain(cert, key)
+
+    def request(
+        self, method: str, path: str, body: Any = None, content_type: str = "application/json"
+    ) -> Any:
+        """Send to the first server that answers; raise KubeAPIError on HTTP errors."""
+        last: Exception | None = None
+        for server in self.servers:
+            host, _, port = server.rpartition(":")
+            conn = http.client.HTTPSConnection(host, int(port), context=self._ctx, timeout=self.timeout)
+            try:
+                data = json.dumps(body).encode() if body is not None else None
+                conn.request(method, path, body=data, headers={"Content-Type": content_type})
+                resp = conn.getresponse()
+                raw = resp.read()
+            except OSError as exc:
+                last = exc
+                continue
+            finally:
+                conn.close()
+            if resp.status >= 400:
+                raise KubeAPIError(
+                    f"{method} {path}: HTTP {resp.status}: {raw[:200].decode(errors='replace')}"
+                )
+            return json.loads(raw) if raw else None
+        raise KubeAPIError(f"no apiserver answered ({', '.join(self.servers)}): {last}")
+
+    def get(self, path: str) -> Any:
+        return self.request("GET", path)
+
+    def merge_patch(self, path: str, body: Any) -> Any:
+        return self.request("PATCH", path, body, "application/merge-patch+json")

@@ -1,0 +1,85 @@
+"""The diff decides what `up` changes and what `plan` prints: a wrong answer here restarts a cluster."""
+
+from rke_py.deploy.actions import diff_host
+from rke_py.deploy.facts import HostFacts, ObservedContainer
+from rke_py.plan.model import ContainerSpec, FileSpec, NodePlan
+
+CONF = FileSpec("/etc/kubernetes/nginx-proxy/nginx.conf", b"upstream a;", 0o644)
+PROXY = ContainerSpec("nginx-proxy", "reg/nginx:1", files=(CONF.path,), files_digest="d1")
+KUBELET = ContainerSpec("kubelet", "reg/kube:1", privileged=True)
+SIDEKICK = ContainerSpec("service-sidekick", "reg/tools:1", start=False, restart_policy="")
+
+
+def worker_plan() -> NodePlan:
+    return NodePlan("10.0.0.5", "w1", ("worker",), files=[CONF], worker=[PROXY, SIDEKICK, KUBELET])
+
+
+def matching_facts(plan: NodePlan) -> HostFacts:
+    facts = HostFacts("10.0.0.5", images={"reg/nginx:1", "reg/kube:1", "reg/tools:1"})
+    facts.file_hashes = {f.path: f.sha256 for f in plan.files}
+    for spec in plan.containers:
+        facts.containers[spec.name] = ObservedContainer(
+            spec.name, "id-" + spec.name, spec.image, spec.start, spec.spec_hash()
+        )
+    return facts
+
+
+def kinds(actions):
+    return [(a.kind, a.target) for a in actions]
+
+
+def test_a_host_that_matches_the_plan_gets_no_action():
+    plan = worker_plan()
+    assert diff_host(plan, matching_facts(plan)) == []
+
+
+def test_an_empty_host_gets_files_then_images_then_containers_in_plane_order():
+    plan = worker_plan()
+    actions = diff_host(plan, HostFacts("10.0.0.5"))
+    assert kinds(actions) == [
+        ("write-file", CONF.path),
+        ("pull-image", "reg/nginx:1"),
+        ("pull-image", "reg/tools:1"),
+        ("pull-image", "reg/kube:1"),
+        ("create", "nginx-proxy"),
+        ("create", "service-sidekick"),
+        ("create", "kubelet"),
+    ]
+
+
+def test_a_changed_spec_replaces_only_that_container():
+    plan = worker_plan()
+    facts = matching_facts(plan)
+    plan.worker[2] = ContainerSpec("kubelet", "reg/kube:1", privileged=True, env=("X=1",))
+    assert kinds(diff_host(plan, facts)) == [("replace", "kubelet")]
+
+
+def test_a_stopped_container_is_started_but_the_never_started_sidekick_is_left():
+    plan = worker_plan()
+    facts = matching_facts(plan)
+    facts.containers["kubelet"] = ObservedContainer("kubelet", "k", "reg/kube:1", False, KUBELET.spec_hash())
+    assert kinds(diff_host(plan, facts)) == [("start", "kubelet")]
+
+
+def test_a_container_started_by_rke_is_replaced_once_to_carry_the_hash():
+    plan = worker_plan()
+    facts = matching_facts(plan)
+    facts.containers["kubelet"] = ObservedContainer("kubelet", "k", "reg/kube:1", True, "")
+    [action] = diff_host(plan, facts)
+    assert (action.kind, action.reason) == ("replace", "not started by rke-py")
+
+
+def test_a_component_the_node_no_longer_needs_is_removed_first():
+    plan = worker_plan()
+    facts = matching_facts(plan)
+    facts.containers["kube-apiserver"] = ObservedContainer("kube-apiserver", "a", "reg/kube:1", True, "h")
+    actions = diff_host(plan, facts)
+    assert kinds(actions) == [("remove", "kube-apiserver")]
+    assert actions[0].plane == "cleanup"
+
+
+def test_a_changed_file_is_rewritten_and_only_present_images_are_skipped():
+    plan = worker_plan()
+    facts = matching_facts(plan)
+    facts.file_hashes[CONF.path] = "0" * 64
+    assert kinds(diff_host(plan, facts)) == [("write-file", CONF.path)]
