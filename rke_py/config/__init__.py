@@ -45,7 +45,7 @@ def _missing(source: str) -> Problem:
         source,
         0,
         0,
-        f"config file {source} does not exist",
+        "config file not found",
         'run "rke-py config" to write one, or pass --config PATH',
     )
 
@@ -79,13 +79,11 @@ def _build(data: Any, findings: Findings) -> ClusterConfig:
 def _not_a_mapping(data: Any, findings: Findings) -> None:
     if data is None:
         findings.positions.clear()
-        findings.error(
-            (), f"{findings.source} is empty", 'add at least "nodes:"; "rke-py config" writes a file'
-        )
+        findings.error((), "the file is empty", 'add at least "nodes:"; "rke-py config" writes a file')
         return
     findings.error(
         (),
-        f"the top level of {findings.source} must be a mapping (nodes:, services:, ...), not {_kind(data)}",
+        f"the top level must be a mapping (nodes:, services:, ...), not {_kind(data)}",
         'start the file with keys such as "nodes:" at column 1',
     )
 

@@ -136,7 +136,17 @@ def _list(item: Any, raw: Any, path: Path, findings: Findings) -> list[Any] | No
         # Keep what the user meant, so checks elsewhere (e.g. "no etcd node") do not pile on.
         return [_str(raw)] if item is str and not isinstance(raw, dict) else None
     items = [convert(item, value, (*path, i), findings) for i, value in enumerate(raw)]
-    return [value for value in items if value is not None]
+    # A placeholder keeps indexes aligned with positions; checks stay quiet on it or report it as empty.
+    return [_empty(item) if value is None else value for value in items]
+
+
+def _empty(hint: Any) -> Any:
+    if hint is Any:
+        return None
+    if dataclasses.is_dataclass(hint):
+        return hint()
+    origin = typing.get_origin(hint)
+    return origin() if origin in (list, dict) else hint()
 
 
 def _dict(value_hint: Any, raw: Any, path: Path, findings: Findings) -> dict[str, Any] | None:
@@ -168,7 +178,11 @@ def _scalar(hint: Any, raw: Any, path: Path, findings: Findings) -> Any:
     if hint is Any:
         return raw
     if isinstance(raw, dict | list):
-        findings.type_error(path, f"{dotted(path)} must be a single value, not {_kind(raw)}")
+        findings.type_error(
+            path,
+            f"{dotted(path)} must be a single value, not {_kind(raw)}",
+            'quote it if it contains ": " or starts with "{" or "["',
+        )
         return None
     if hint is bool:
         return _bool(raw, path, findings)
@@ -188,7 +202,7 @@ def _bool(raw: Any, path: Path, findings: Findings) -> bool | None:
         return raw
     if isinstance(raw, str) and raw.lower() in YAML11_BOOLS:
         return YAML11_BOOLS[raw.lower()]
-    findings.type_error(path, f"{dotted(path)} must be true or false, not {raw!r}", "write true or false")
+    findings.type_error(path, f'{dotted(path)} must be true or false, not "{raw}"', "write true or false")
     return None
 
 
@@ -198,7 +212,7 @@ def _int(raw: Any, path: Path, findings: Findings) -> int | None:
     if isinstance(raw, str) and raw.strip().lstrip("-").isdigit():
         return int(raw)
     findings.type_error(
-        path, f"{dotted(path)} must be a whole number, not {raw!r}", "write a number, e.g. 45"
+        path, f'{dotted(path)} must be a whole number, not "{raw}"', "write a number, e.g. 45"
     )
     return None
 
@@ -208,7 +222,7 @@ def _kind(raw: Any) -> str:
         return "a mapping"
     if isinstance(raw, list):
         return "a list"
-    return f"the {type(raw).__name__} {raw!r}" if not isinstance(raw, str) else f"the string {raw!r}"
+    return f'the {"string" if isinstance(raw, str) else type(raw).__name__} "{raw}"'
 
 
 def _list_hint(path: Path, raw: Any) -> str:

@@ -138,7 +138,8 @@ def _duplicates(config: ClusterConfig, findings: Findings) -> None:
                 if ("nodes", index, "hostname_override") in findings.positions
                 else "address"
             )
-            _duplicate(("nodes", index, key), "node name", name, seen[name], findings)
+            hint = "node names must be unique; hostname_override defaults to the address, lowercased"
+            _duplicate(("nodes", index, key), "node name", name, seen[name], findings, hint)
         seen.setdefault(name, index)
 
 
@@ -148,19 +149,17 @@ def _repeats(config: ClusterConfig, key: str, get: Callable[[Node], str], findin
     for index, node in enumerate(config.nodes):
         value = get(node)
         if value and value in seen:
-            _duplicate(("nodes", index, key), key, value, seen[value], findings)
+            _duplicate(
+                ("nodes", index, key), key, value, seen[value], findings, "each node needs its own address"
+            )
             repeated.add(index)
         seen.setdefault(value, index)
     return repeated
 
 
-def _duplicate(path: Path, what: str, value: str, first: int, findings: Findings) -> None:
+def _duplicate(path: Path, what: str, value: str, first: int, findings: Findings, hint: str) -> None:
     line = findings.where(("nodes", first))[0]
-    findings.error(
-        path,
-        f'duplicate {what} "{value}": nodes[{first}] (line {line}) has it too',
-        "every node needs its own address and hostname_override (which defaults to the address)",
-    )
+    findings.error(path, f'duplicate {what} "{value}": nodes[{first}] (line {line}) has it too', hint)
 
 
 def _roles_present(config: ClusterConfig, findings: Findings) -> None:
@@ -218,7 +217,8 @@ def _networks(text: str, path: Path, findings: Findings) -> list[Network] | None
     try:
         return [ipaddress.ip_network(part.strip()) for part in text.split(",")]
     except ValueError as exc:
-        findings.error(path, f'{dotted(path)} "{text}" is not a valid CIDR: {exc}', _cidr_hint(text))
+        reason = "has host bits set" if "host bits" in str(exc) else "is not a CIDR (NETWORK/BITS)"
+        findings.error(path, f'{dotted(path)} "{text}" {reason}', _cidr_hint(text))
         return None
 
 

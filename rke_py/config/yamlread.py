@@ -44,6 +44,8 @@ def _syntax_problem(exc: MarkedYAMLError, source: str) -> Problem:
     what = exc.problem or exc.context or "not valid YAML"
     if exc.context and exc.problem:
         what = f"{exc.context}: {exc.problem}"
+    if mark and exc.context_mark and exc.context_mark.line != mark.line:
+        what += f" (the construct starts on line {exc.context_mark.line + 1})"
     return Problem(source, line, col, f"YAML syntax error: {_one_line(what)}", _syntax_hint(what))
 
 
