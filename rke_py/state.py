@@ -121,7 +121,7 @@ def _convert_data(value: Any, key: str = "", parent: str = "") -> Any:
     if isinstance(value, dict):
         if key in _USER_MAPS:
             return dict(value)
-        return {json_name(k): _convert_data(v, k, key) for k, v in value.items()}
+        return {json_name(k): _convert_data(v, k, key) for k, v in value.items() if v is not None}
     if isinstance(value, list):
         return [_convert_data(v, "", key) for v in value]
     return value
