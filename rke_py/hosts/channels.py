@@ -1,0 +1,226 @@
+"""Byte streams that start on the node: Unix-socket channels, and HTTP(S) over SSH channels.
+
+Health checks must run *from the node* (RKE fetches `https://localhost:6443/healthz` through its SSH
+dialer), and the Docker socket lives on the node; both ride the host's one SSH transport.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import io
+import os
+import secrets
+import ssl
+import tempfile
+import threading
+import time
+from urllib.parse import urlsplit
+
+import paramiko
+from cryptography.hazmat.primitives import serialization
+from paramiko.common import cMSG_CHANNEL_OPEN
+from paramiko.message import Message
+
+STREAMLOCAL = "direct-streamlocal@openssh.com"
+
+
+class HTTPProblem(Exception):
+    """The peer did not speak HTTP (or TLS) as expected."""
+
+
+def open_streamlocal(transport: paramiko.Transport, path: str, *, timeout: float = 10) -> paramiko.Channel:
+    """Open OpenSSH's `direct-streamlocal@openssh.com` channel: the server connects to its Unix socket `path`.
+
+    paramiko has no API for it (paramiko#544), so this sends the CHANNEL_OPEN the way
+    `Transport.open_channel` does, with the body OpenSSH expects (PROTOCOL, 2.4): socket path, a reserved
+    string and a reserved uint32. Raises paramiko.ChannelException when refused: code 1 "administratively
+    prohibited" (AllowStreamLocalForwarding no) or 2 "connect failed" (no socket, or no permission).
+    """
+    if not transport.is_active():
+        raise paramiko.SSHException("SSH session not active")
+    with transport.lock:
+        window_size = transport._sanitize_window_size(None)
+        max_packet_size = transport._sanitize_packet_size(None)
+        chanid = transport._next_channel()
+        m = Message()
+        m.add_byte(cMSG_CHANNEL_OPEN)
+        m.add_string(STREAMLOCAL)
+        m.add_int(chanid)
+        m.add_int(window_size)
+        m.add_int(max_packet_size)
+        m.add_string(path)
+        m.add_string("")
+        m.add_int(0)
+        chan = paramiko.Channel(chanid)
+        transport._channels.put(chanid, chan)
+        transport.channel_events[chanid] = event = threading.Event()
+        transport.channels_seen[chanid] = True
+        chan._set_transport(transport)
+        chan._set_window(window_size, max_packet_size)
+    transport._send_user_message(m)
+    if not event.wait(timeout):
+        raise paramiko.SSHException(f"timed out after {timeout:g}s opening a channel to {path}")
+    opened = transport._channels.get(chanid)
+    if opened is not None:
+        return opened
+    raise transport.get_exception() or paramiko.SSHException(f"cannot open a channel to {path}")
+
+
+def split_url(url: str) -> tuple[str, int, str]:
+    """(host, port, path?query) of an http(s) URL."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"not an http(s) URL: {url}")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    path = parts.path or "/"
+    if parts.query:
+        path += "?" + parts.query
+    return parts.hostname, port, path
+
+
+_contexts: dict[str, ssl.SSLContext] = {}
+_contexts_lock = threading.Lock()
+
+
+def tls_context(ca_pem: bytes | None, cert_pem: bytes | None, key_pem: bytes | None) -> ssl.SSLContext:
+    """A client TLS context, built once per distinct (CA, client cert, key).
+
+    With `ca_pem` the server's certificate and host name are verified against it; without, nothing is
+    verified (a health check against a not-yet-trusted endpoint, as RKE's checks do).
+    `ssl` loads client keys only from files: the key is written re-encrypted with a random one-time
+    password into a fresh 0700 directory as a 0600 file, loaded, and deleted at once, so it never touches
+    the disk in the clear.
+    """
+    digest = hashlib.sha256(b"\0".join(x or b"" for x in (ca_pem, cert_pem, key_pem))).hexdigest()
+    with _contexts_lock:
+        if digest in _contexts:
+            return _contexts[digest]
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        if ca_pem:
+            ctx.load_verify_locations(cadata=ca_pem.decode())
+        else:
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        if cert_pem and key_pem:
+            _load_client_pair(ctx, cert_pem, key_pem)
+        _contexts[digest] = ctx
+        return ctx
+
+
+def _load_client_pair(ctx: ssl.SSLContext, cert_pem: bytes, key_pem: bytes) -> None:
+    password = secrets.token_bytes(32)
+    key = serialization.load_pem_private_key(key_pem, None)
+    sealed = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(password),
+    )
+    with tempfile.TemporaryDirectory(prefix="rke-py-tls-") as d:  # mkdtemp makes it 0700
+        cert_file, key_file = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+        for name, data in ((cert_file, cert_pem), (key_file, sealed)):
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+        ctx.load_cert_chain(cert_file, key_file, password=password)
+
+
+class _Stream(io.RawIOBase):
+    """A readable raw stream over something with recv(), for http.client's makefile()."""
+
+    def __init__(self, recv):
+        self._recv = recv
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        data = self._recv(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+
+class _TLSChannel:
+    """TLS over an SSH channel with ssl's memory BIOs: no socket, no thread, no extra file descriptor."""
+
+    def __init__(self, chan: paramiko.Channel, ctx: ssl.SSLContext, server_hostname: str):
+        self._chan = chan
+        self._incoming = ssl.MemoryBIO()
+        self._outgoing = ssl.MemoryBIO()
+        self._tls = ctx.wrap_bio(self._incoming, self._outgoing, server_hostname=server_hostname)
+        self._pump(self._tls.do_handshake)
+
+    def _pump(self, op, *args):
+        while True:
+            try:
+                result = op(*args)
+            except ssl.SSLWantReadError:
+                self._flush()
+                data = self._chan.recv(65536)
+                if data:
+                    self._incoming.write(data)
+                else:
+                    self._incoming.write_eof()
+                continue
+            self._flush()
+            return result
+
+    def _flush(self) -> None:
+        data = self._outgoing.read()
+        if data:
+            self._chan.sendall(data)
+
+    def sendall(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[self._pump(self._tls.write, view) :]
+
+    def recv(self, n: int) -> bytes:
+        try:
+            return self._pump(self._tls.read, n)
+        except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+            return b""
+
+    def makefile(self, mode: str = "rb", *args, **kwargs):
+        return io.BufferedReader(_Stream(self.recv))
+
+    def close(self) -> None:
+        self._chan.close()
+
+
+class _PlainChannel:
+    def __init__(self, chan: paramiko.Channel):
+        self._chan = chan
+
+    def sendall(self, data: bytes) -> None:
+        self._chan.sendall(data)
+
+    def makefile(self, mode: str = "rb", *args, **kwargs):
+        return io.BufferedReader(_Stream(self._chan.recv))
+
+    def close(self) -> None:
+        self._chan.close()
+
+
+def http_get(
+    chan: paramiko.Channel, host: str, port: int, path: str, *, context: ssl.SSLContext | None, timeout: float
+) -> tuple[int, bytes]:
+    """One GET over an open channel (TLS when `context` is given); returns (status, body)."""
+    chan.settimeout(timeout)
+    deadline = time.monotonic() + timeout
+    try:
+        sock = _TLSChannel(chan, context, host) if context is not None else _PlainChannel(chan)
+    except ssl.SSLError as e:
+        raise HTTPProblem(f"TLS handshake failed: {e.reason or e}") from None
+    conn = http.client.HTTPConnection(host, port, timeout=max(deadline - time.monotonic(), 0.1))
+    conn.sock = sock  # http.client only needs sendall() and makefile() from it
+    try:
+        conn.request("GET", path, headers={"Connection": "close"})
+        response = conn.getresponse()
+        return response.status, response.read()
+    except ssl.SSLError as e:
+        raise HTTPProblem(f"TLS error: {e.reason or e}") from None
+    except http.client.HTTPException as e:
+        raise HTTPProblem(f"bad HTTP response: {e!r}") from None
+    finally:
+        conn.close()

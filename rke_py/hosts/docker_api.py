@@ -1,0 +1,163 @@
+"""The Docker API of a node, spoken over the host's own SSH connection.
+
+docker-py's `ssh://` support builds its own paramiko client (no key object, no passphrase, no bastion,
+RejectPolicy) and needs the docker CLI on the node. Instead, each pooled HTTP connection here is a
+channel on the `Connection` rke-py already holds: `direct-streamlocal@openssh.com` straight to the
+node's Docker socket (what RKE does), or, when sshd forbids Unix-socket forwarding, an exec channel
+running `docker system dial-stdio`.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable
+
+import docker
+import paramiko
+import urllib3
+from docker.transport.basehttpadapter import BaseHTTPAdapter
+from docker.transport.sshconn import SSHConnection, SSHConnectionPool
+from paramiko.common import OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED
+
+from rke_py.errors import ConnectError
+from rke_py.hosts.ssh import Connection
+
+DEFAULT_SOCKET = "/var/run/docker.sock"
+# OpenSSH's MaxSessions defaults to 10. Streamlocal channels are not sessions, but stay under it anyway;
+# dial-stdio channels are sessions and share the limit with SFTP and commands, so leave those room.
+STREAMLOCAL_POOL = 9
+DIAL_STDIO_POOL = 7
+# docker-py reads the raw socket of attach/exec/log streams from `fp.channel` when the base URL starts
+# with this prefix, which is exactly what a paramiko channel offers.
+_BASE_URL = "http+docker://ssh-rke-py"
+
+
+def socket_hint(socket_path: str) -> str:
+    return (
+        f"Unable to access the Docker socket ({socket_path}). Please check if the configured user can "
+        "execute `docker ps` on the node, and if the SSH server version is at least version 6.7 or higher. "
+        "If you are using RedHat/CentOS, you can't use the user `root`."
+    )
+
+
+class _ChannelHTTPConnection(SSHConnection):
+    """An HTTP connection whose socket is a fresh SSH channel."""
+
+    def __init__(self, open_channel: Callable[[], paramiko.Channel], timeout: float):
+        super().__init__(ssh_transport=None, timeout=timeout)
+        self._open_channel = open_channel
+
+    def connect(self) -> None:
+        chan = self._open_channel()
+        chan.settimeout(self.timeout)
+        self.sock = chan
+
+
+class _ChannelPool(SSHConnectionPool):
+    """docker-py's SSH pool (it never probes fileno(), which costs a pipe per channel), with our channels."""
+
+    def __init__(self, open_channel: Callable[[], paramiko.Channel], timeout: float, maxsize: int):
+        super().__init__(timeout=timeout, maxsize=maxsize)
+        self._open_channel = open_channel
+        self.block = True  # wait for a free channel rather than exceed the server's limits
+
+    def _new_conn(self) -> _ChannelHTTPConnection:
+        return _ChannelHTTPConnection(self._open_channel, self.timeout)
+
+    def _get_conn(self, timeout=None):
+        conn = super()._get_conn(timeout)
+        chan = conn.sock
+        if chan is not None and (chan.closed or chan.eof_received):
+            conn.close()  # the daemon hung up on an idle connection; reconnect on use
+        return conn
+
+
+class _ChannelAdapter(BaseHTTPAdapter):
+    def __init__(self, open_channel: Callable[[], paramiko.Channel], timeout: float, maxsize: int):
+        self._pool = _ChannelPool(open_channel, timeout, maxsize)
+        super().__init__()
+
+    def get_connection(self, url, proxies=None) -> urllib3.connectionpool.HTTPConnectionPool:
+        return self._pool
+
+    def request_url(self, request, proxies) -> str:
+        return request.path_url
+
+    def close(self) -> None:
+        super().close()
+        self._pool.close()
+
+
+class NodeAPIClient(docker.APIClient):
+    """docker.APIClient whose requests travel over a node's SSH connection."""
+
+    def __init__(self, adapter: _ChannelAdapter, *, transport_kind: str, version: str, timeout: float):
+        # Built as a local-socket client with a fixed version so that nothing is contacted yet, then
+        # re-pointed at our adapter; only then is the version negotiated.
+        super().__init__(
+            base_url="http+unix:///nonexistent",
+            version=docker.constants.MINIMUM_DOCKER_API_VERSION,
+            timeout=timeout,
+        )
+        self._custom_adapter.close()
+        self._custom_adapter = adapter
+        self.mount("http+docker://", adapter)
+        self.base_url = _BASE_URL
+        self.transport_kind = transport_kind  # "streamlocal" or "dial-stdio"
+        self._version = self._retrieve_server_version() if version == "auto" else version
+
+
+class NodeDockerClient(docker.DockerClient):
+    """docker.DockerClient (containers, images, ...) over a NodeAPIClient."""
+
+    def __init__(self, api: NodeAPIClient):
+        self.api = api
+
+
+def docker_client(
+    conn: Connection, socket_path: str = DEFAULT_SOCKET, *, version: str = "auto", timeout: float = 50
+) -> NodeDockerClient:
+    """A Docker client for the node behind `conn`, talking to its `socket_path` (RKE's `docker_socket`).
+
+    `timeout` is the per-request HTTP timeout (RKE uses 50 s). Raises ConnectError with RKE's hint when
+    the socket cannot be reached.
+    """
+    socket_path = socket_path or DEFAULT_SOCKET
+    try:
+        conn.open_unix(socket_path).close()
+        kind, size = "streamlocal", STREAMLOCAL_POOL
+
+        def open_channel() -> paramiko.Channel:
+            return conn.open_unix(socket_path, timeout=timeout)
+
+    except paramiko.ChannelException as e:
+        if e.code != OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED:
+            raise ConnectError(conn.host, "docker", f"{socket_hint(socket_path)} ({e.text})") from None
+        if conn.run("command -v docker >/dev/null", timeout=timeout).rc != 0:
+            raise ConnectError(
+                conn.host,
+                "docker",
+                f"{socket_hint(socket_path)} (sshd refuses Unix socket forwarding, "
+                "AllowStreamLocalForwarding, and the docker CLI is not installed on the node to use "
+                "`docker system dial-stdio` instead)",
+            ) from None
+        kind, size = "dial-stdio", DIAL_STDIO_POOL
+        command = f"DOCKER_HOST={shlex.quote('unix://' + socket_path)} docker system dial-stdio"
+
+        def open_channel() -> paramiko.Channel:
+            chan = conn.transport.open_session(timeout=timeout)
+            chan.exec_command(command)
+            return chan
+
+    except paramiko.SSHException as e:
+        raise ConnectError(conn.host, "docker", f"{socket_hint(socket_path)} ({e})") from None
+    try:
+        api = NodeAPIClient(
+            _ChannelAdapter(open_channel, timeout, size),
+            transport_kind=kind,
+            version=version,
+            timeout=timeout,
+        )
+    except docker.errors.DockerException as e:
+        raise ConnectError(conn.host, "docker", f"{socket_hint(socket_path)} ({e})") from None
+    return NodeDockerClient(api)

@@ -1,0 +1,158 @@
+"""Host keys: which servers rke-py trusts, and what it learnt this run.
+
+RKE never checks host keys. rke-py does, the way OpenSSH's `StrictHostKeyChecking=accept-new` does: the
+first key seen for `host:port` is pinned in the cluster state (`rkePy.hostKeys`), and a later different
+key is refused, because a silently changed key is exactly what an attacker in the middle looks like.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import logging
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+import paramiko
+
+log = logging.getLogger(__name__)
+
+STATE_KEY = "rkePy.hostKeys"
+
+
+class HostKeyPolicy(StrEnum):
+    ACCEPT_NEW = "accept-new"  # unknown host: accept and record; known host with another key: refuse
+    STRICT = "strict"  # unknown host: refuse
+    IGNORE = "ignore"  # accept anything, with a warning
+
+
+class HostKeyRejected(Exception):
+    """The server's host key is not acceptable; the message says what changed and what to do."""
+
+
+@dataclass(frozen=True)
+class KnownKey:
+    keytype: str  # "ssh-ed25519", "ssh-rsa", "ecdsa-sha2-nistp256", ...
+    b64: str
+    source: str  # where it was pinned, for messages: "cluster state" or a known_hosts path
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint(self.b64)
+
+    def __str__(self) -> str:
+        return f"{self.keytype} {self.fingerprint}"
+
+
+def fingerprint(b64: str) -> str:
+    """OpenSSH's `SHA256:...` fingerprint of a base64 key blob."""
+    digest = hashlib.sha256(base64.b64decode(b64)).digest()
+    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
+
+
+def host_id(host: str, port: int) -> str:
+    """The state's key for a host: "host:port"."""
+    return f"{host}:{port}"
+
+
+def _known_hosts_name(host: str, port: int) -> str:
+    return host if port == 22 else f"[{host}]:{port}"
+
+
+# Server host-key algorithms that produce each key type (RSA keys sign with rsa-sha2-* since OpenSSH 7.2).
+_ALGORITHMS = {"ssh-rsa": ("rsa-sha2-512", "rsa-sha2-256", "ssh-rsa")}
+
+
+class HostKeyStore:
+    """Known host keys from the cluster state and optionally a known_hosts file; collects new ones.
+
+    `pinned` maps "host:port" to "<keytype> <base64>" (the state's `rkePy.hostKeys`); keys accepted under
+    `accept-new` land in `learned` in the same format, for the caller to save. Thread-safe.
+    """
+
+    def __init__(self, pinned: Mapping[str, str] | None = None, known_hosts_file: str | None = None):
+        self.pinned = dict(pinned or {})
+        self.learned: dict[str, str] = {}
+        self._known_hosts_file = known_hosts_file
+        self._known_hosts: paramiko.HostKeys | None = None
+        self._lock = threading.Lock()
+
+    def known(self, host: str, port: int) -> list[KnownKey]:
+        """Every key trusted for host:port, the state's first."""
+        with self._lock:
+            keys: list[KnownKey] = []
+            entry = self.pinned.get(host_id(host, port)) or self.learned.get(host_id(host, port))
+            if entry:
+                keys.append(_parse_entry(host_id(host, port), entry))
+            if self._known_hosts_file:
+                if self._known_hosts is None:
+                    self._known_hosts = _load_known_hosts(self._known_hosts_file)
+                found = self._known_hosts.lookup(_known_hosts_name(host, port)) or {}
+                keys += [KnownKey(t, k.get_base64(), self._known_hosts_file) for t, k in found.items()]
+            return keys
+
+    def preferred_algorithms(self, host: str, port: int, available: tuple[str, ...]) -> tuple[str, ...]:
+        """Host-key algorithms with the known types first, so the server shows the key we can check."""
+        first: list[str] = []
+        for key in self.known(host, port):
+            first += [a for a in _ALGORITHMS.get(key.keytype, (key.keytype,)) if a in available]
+        return tuple(dict.fromkeys(first + list(available)))
+
+    def check(self, host: str, port: int, key: paramiko.PKey, policy: HostKeyPolicy) -> None:
+        """Accept `key` for host:port under `policy`, or raise HostKeyRejected saying why."""
+        name = host_id(host, port)
+        offered = KnownKey(key.get_name(), key.get_base64(), "server")
+        known = self.known(host, port)
+        if any(k.keytype == offered.keytype and k.b64 == offered.b64 for k in known):
+            return
+        if policy is HostKeyPolicy.IGNORE:
+            what = "differs from the known key" if known else "is unknown"
+            log.warning("%s: host key %s %s; accepted (--host-key-policy ignore)", name, offered, what)
+            return
+        if known:
+            old = ", ".join(f"{k} (from {k.source})" for k in known)
+            remove = " / ".join(_removal_hint(name, host, port, k.source) for k in known)
+            raise HostKeyRejected(
+                f"host key for {name} has changed: expected {old}, the server offered {offered}. "
+                "Someone could be intercepting the connection, or the host was rebuilt. If it was rebuilt, "
+                f"{remove}, or run once with --host-key-policy ignore"
+            )
+        if policy is HostKeyPolicy.STRICT:
+            raise HostKeyRejected(
+                f"host key for {name} is unknown ({offered}) and --host-key-policy is strict: add "
+                f'"{name}": "{offered.keytype} <base64>" to {STATE_KEY} in the cluster state or the key to '
+                "the --known-hosts file, or run with --host-key-policy accept-new"
+            )
+        with self._lock:
+            self.learned[name] = f"{offered.keytype} {offered.b64}"
+        log.info("%s: new host key %s recorded", name, offered)
+
+
+def _removal_hint(name: str, host: str, port: int, source: str) -> str:
+    if source == "cluster state":
+        return f'remove "{name}" from {STATE_KEY} in the cluster state'
+    return f"remove it from {source} (ssh-keygen -R '{_known_hosts_name(host, port)}' -f {source})"
+
+
+def _parse_entry(name: str, entry: str) -> KnownKey:
+    parts = entry.split()
+    try:
+        if len(parts) < 2:
+            raise ValueError
+        base64.b64decode(parts[1], validate=True)
+    except (ValueError, binascii.Error):
+        raise HostKeyRejected(
+            f'{STATE_KEY} entry for {name} is not "<keytype> <base64>": fix or remove it in the cluster state'
+        ) from None
+    return KnownKey(parts[0], parts[1], "cluster state")
+
+
+def _load_known_hosts(path: str) -> paramiko.HostKeys:
+    """Read an OpenSSH known_hosts file once (hashed names and `[host]:port` entries included)."""
+    try:
+        return paramiko.HostKeys(path)
+    except OSError as e:
+        raise HostKeyRejected(f"cannot read known_hosts file {path}: {e.strerror}") from None

@@ -1,0 +1,506 @@
+"""SSH to a host: one paramiko Transport per host per run, reused for commands, files, tunnels and Docker.
+
+Opening a connection costs a TCP handshake, a key exchange and a signature (~100 ms, mostly CPU); every
+later command is a channel on the same transport (~1 round trip). So a run connects once per host and
+hands the `Connection` to everything that needs the host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import select
+import shlex
+import socket
+import stat
+import threading
+import time
+from dataclasses import dataclass, field
+
+import paramiko
+
+from rke_py.config.schema import ClusterConfig, Node
+from rke_py.errors import ConnectError
+from rke_py.hosts import channels
+from rke_py.hosts.hostkeys import HostKeyPolicy, HostKeyRejected, HostKeyStore
+from rke_py.hosts.keys import KeyLoader, KeyProblem, expand_home
+
+log = logging.getLogger(__name__)
+
+_default_keys = KeyLoader()
+
+_NO_METHODS_HINT = (
+    "Please check if you are able to SSH to the node using the specified SSH Private Key and if you have "
+    "configured the correct SSH username"
+)
+_TIMEOUT_HINT = "Please check if the node is up and is accepting SSH connections"
+
+
+@dataclass(frozen=True)
+class SSHTarget:
+    """Where and how to log in. Key material is kept out of repr so a target can be logged."""
+
+    address: str
+    port: int = 22
+    user: str = ""
+    ssh_key: str = field(default="", repr=False)  # inline private key (cluster.yml `ssh_key`)
+    ssh_key_path: str = ""
+    ssh_cert: str = field(default="", repr=False)  # inline OpenSSH certificate
+    ssh_cert_path: str = ""
+    ssh_agent_auth: bool = False
+    name: str = ""  # how messages name the host (the node name); defaults to the address
+
+    @property
+    def label(self) -> str:
+        return self.name or self.address
+
+
+def _port(value: str, label: str) -> int:
+    try:
+        port = int(value or "22")
+    except ValueError:
+        raise ConnectError(label, "ssh", f"port {value!r} is not a number") from None
+    if not 0 < port < 65536:
+        raise ConnectError(label, "ssh", f"port {port} is out of range")
+    return port
+
+
+def target_for(node: Node, config: ClusterConfig) -> SSHTarget:
+    """The SSH target of a node; empty key settings fall back to the cluster's, as in RKE."""
+    return SSHTarget(
+        address=node.address,
+        port=_port(node.port, node.name),
+        user=node.user,
+        ssh_key=node.ssh_key,
+        ssh_key_path="" if node.ssh_key else (node.ssh_key_path or config.ssh_key_path),
+        ssh_cert=node.ssh_cert,
+        ssh_cert_path="" if node.ssh_cert else (node.ssh_cert_path or config.ssh_cert_path),
+        ssh_agent_auth=node.ssh_agent_auth or config.ssh_agent_auth,
+        name=node.name,
+    )
+
+
+def bastion_target(config: ClusterConfig) -> SSHTarget | None:
+    """The bastion's SSH target, or None when cluster.yml has no `bastion_host`."""
+    b = config.bastion_host
+    if b is None or not b.address:
+        return None
+    return SSHTarget(
+        address=b.address,
+        port=_port(b.port, f"bastion {b.address}"),
+        user=b.user,
+        ssh_key=b.ssh_key,
+        ssh_key_path="" if b.ssh_key else (b.ssh_key_path or config.ssh_key_path),
+        ssh_cert=b.ssh_cert,
+        ssh_cert_path="" if b.ssh_cert else (b.ssh_cert_path or config.ssh_cert_path),
+        ssh_agent_auth=b.ssh_agent_auth or config.ssh_agent_auth,
+        name=f"bastion {b.address}",
+    )
+
+
+@dataclass(frozen=True)
+class Completed:
+    rc: int
+    stdout: bytes
+    stderr: bytes
+
+
+def connect(
+    target: SSHTarget,
+    *,
+    host_keys: HostKeyStore,
+    policy: HostKeyPolicy = HostKeyPolicy.ACCEPT_NEW,
+    bastion: Connection | None = None,
+    timeout: float = 10,
+    keys: KeyLoader | None = None,
+) -> Connection:
+    """Open, check the host key of, and authenticate one SSH connection (through `bastion` if given).
+
+    Every failure is a ConnectError naming the host and saying in plain words what went wrong.
+    """
+    started = time.monotonic()
+    sock = _open_socket(target, bastion, timeout)
+    transport = paramiko.Transport(sock)
+    try:
+        transport.banner_timeout = timeout
+        transport.auth_timeout = max(timeout, 30)
+        options = transport.get_security_options()
+        options.key_types = host_keys.preferred_algorithms(target.address, target.port, options.key_types)
+        try:
+            transport.start_client(timeout=timeout)
+        except (paramiko.SSHException, EOFError, OSError) as e:
+            raise _fail(
+                target, f"SSH handshake on port {target.port} failed: {_handshake_reason(e, timeout)}"
+            ) from None
+        try:
+            host_keys.check(target.address, target.port, transport.get_remote_server_key(), policy)
+        except HostKeyRejected as e:
+            raise _fail(target, str(e)) from None
+        _authenticate(transport, target, keys or _default_keys)
+    except BaseException:
+        transport.close()
+        raise
+    log.debug("%s: connected in %.0f ms", target.label, (time.monotonic() - started) * 1000)
+    return Connection(target, transport, bastion)
+
+
+def _fail(target: SSHTarget, message: str) -> ConnectError:
+    return ConnectError(target.label, "ssh", message)
+
+
+def _open_socket(target: SSHTarget, bastion: Connection | None, timeout: float):
+    where = f"{target.address}:{target.port}"
+    if bastion is not None:
+        try:
+            return bastion.transport.open_channel(
+                "direct-tcpip", (target.address, target.port), ("127.0.0.1", 0), timeout=timeout
+            )
+        except paramiko.ChannelException as e:
+            raise _fail(
+                target,
+                f"the bastion {bastion.target.label} could not connect to {where} ({e.text}). "
+                f"{_TIMEOUT_HINT}, and if the bastion allows TCP forwarding (AllowTcpForwarding)",
+            ) from None
+        except paramiko.SSHException as e:
+            raise _fail(target, f"opening a tunnel through the bastion failed: {e}") from None
+    try:
+        sock = socket.create_connection((target.address, target.port), timeout=timeout)
+        # SSH sends many small packets; without this, Nagle + delayed ACK add ~40 ms to each channel open.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock
+    except ConnectionRefusedError:
+        raise _fail(
+            target, f"connection refused on port {target.port}: no SSH server listens there"
+        ) from None
+    except TimeoutError:
+        raise _fail(target, f"connecting to {where} timed out after {timeout:g}s. {_TIMEOUT_HINT}") from None
+    except socket.gaierror as e:
+        raise _fail(target, f"cannot resolve host name {target.address!r} (DNS: {e.strerror})") from None
+    except OSError as e:
+        raise _fail(target, f"cannot connect to {where}: {e.strerror or e}. {_TIMEOUT_HINT}") from None
+
+
+def _handshake_reason(e: BaseException, timeout: float) -> str:
+    text = str(e)
+    if "banner" in text.lower():
+        return f"no SSH banner within {timeout:g}s (is this port an SSH server?)"
+    if isinstance(e, EOFError) or not text:
+        return "the server closed the connection"
+    return text
+
+
+def _authenticate(transport: paramiko.Transport, target: SSHTarget, keys: KeyLoader) -> None:
+    """Try the configured key (with its certificate), then the agent; explain every failure."""
+    tried: list[str] = []
+    local_problems: list[str] = []
+
+    def offer(key: paramiko.PKey, what: str) -> bool:
+        try:
+            transport.auth_publickey(target.user, key)
+            return True
+        except paramiko.BadAuthenticationType as e:
+            tried.append(f"{what} (server allows only: {', '.join(e.allowed_types)})")
+        except paramiko.AuthenticationException:
+            tried.append(f"{what} (rejected)")
+        except paramiko.SSHException as e:
+            tried.append(f"{what} ({e})")
+        return False
+
+    def with_key() -> bool:
+        label = "inline ssh_key" if target.ssh_key else expand_home(target.ssh_key_path)
+        if not target.ssh_key and not target.ssh_key_path:
+            return False
+        try:
+            key = keys.from_text(target.ssh_key) if target.ssh_key else keys.from_file(target.ssh_key_path)
+            what = f"publickey with {label}"
+            cert = target.ssh_cert or (_read_cert(target.ssh_cert_path) if target.ssh_cert_path else "")
+            if cert:
+                key = _with_certificate(key, cert)
+                what += f" and certificate {target.ssh_cert_path or 'ssh_cert'}"
+        except KeyProblem as e:
+            local_problems.append(str(e))
+            tried.append(f"publickey with {label} ({e})")
+            return False
+        return offer(key, what)
+
+    def with_agent(required: bool) -> bool:
+        if not os.environ.get("SSH_AUTH_SOCK"):
+            if required:
+                tried.append("agent: no agent running (SSH_AUTH_SOCK unset)")
+            return False
+        agent = paramiko.Agent()
+        try:
+            agent_keys = agent.get_keys()
+            if not agent_keys:
+                tried.append("agent: no keys in the agent (or SSH_AUTH_SOCK is not reachable)")
+                return False
+            for key in agent_keys:
+                if not transport.is_active():
+                    break
+                try:
+                    transport.auth_publickey(target.user, key)
+                    return True
+                except paramiko.SSHException:
+                    continue
+            tried.append(f"agent: {len(agent_keys)} key{'s' * (len(agent_keys) != 1)}, all rejected")
+            return False
+        finally:
+            agent.close()
+
+    # ssh_agent_auth means "the agent holds the key" (RKE's answer to encrypted keys): ask it first so a
+    # defaulted key file is neither read nor prompted for; otherwise the agent is the fallback.
+    steps = (
+        ((lambda: with_agent(True)), with_key)
+        if target.ssh_agent_auth
+        else (with_key, (lambda: with_agent(not target.ssh_key and not target.ssh_key_path)))
+    )
+    for step in steps:
+        if not transport.is_active():
+            break
+        if step():
+            return
+    user = target.user or "(no user set)"
+    if not transport.is_active():
+        tried.append("the server closed the connection (too many attempts? see sshd MaxAuthTries)")
+    if local_problems and len(local_problems) == len(tried):
+        raise _fail(target, "; ".join(local_problems))
+    raise _fail(
+        target, f"authentication as {user} failed; tried: {'; '.join(tried) or 'nothing'}. {_NO_METHODS_HINT}"
+    )
+
+
+def _read_cert(path: str) -> str:
+    path = expand_home(path)
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError as e:
+        raise KeyProblem(f"cannot read SSH certificate {path}: {e.strerror}") from None
+
+
+def _with_certificate(key: paramiko.PKey, cert: str) -> paramiko.PKey:
+    """A copy of `key` that offers the OpenSSH certificate (the memoised key stays plain)."""
+    signed = key.__class__.__new__(key.__class__)
+    signed.__dict__.update(key.__dict__)
+    try:
+        signed.load_certificate(cert.strip())
+    except (ValueError, paramiko.SSHException) as e:
+        raise KeyProblem(f"the SSH certificate does not fit the key: {e}") from None
+    return signed
+
+
+class Connection:
+    """One authenticated SSH connection to a host, shared by every step of a run.
+
+    Thread-safe: channels are opened concurrently on the one transport; SFTP is serialised by a lock.
+    """
+
+    def __init__(self, target: SSHTarget, transport: paramiko.Transport, via: Connection | None = None):
+        self.target = target
+        self.transport = transport
+        self.via = via  # the bastion connection this one is tunnelled through
+        self._sftp: paramiko.SFTPClient | None = None
+        self._sftp_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        hop = f" via {self.via.target.label}" if self.via else ""
+        return f"<Connection {self.target.user}@{self.target.address}:{self.target.port}{hop}>"
+
+    @property
+    def host(self) -> str:
+        return self.target.label
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        with self._sftp_lock:
+            if self._sftp is not None:
+                self._sftp.close()
+                self._sftp = None
+        self.transport.close()
+
+    # commands
+
+    def run(self, cmd: str, *, input: bytes | None = None, timeout: float = 60) -> Completed:
+        """Run `cmd` through the login shell; feed `input` to its stdin. Times out as ConnectError."""
+        chan = self._session(timeout)
+        try:
+            chan.exec_command(cmd)
+            if input is not None:
+                feeder = threading.Thread(target=_feed, args=(chan, input), daemon=True)
+                feeder.start()
+            else:
+                chan.shutdown_write()
+            return _collect(
+                chan, timeout, lambda: self._error("exec", f"{cmd!r} timed out after {timeout:g}s")
+            )
+        finally:
+            chan.close()
+
+    def _session(self, timeout: float) -> paramiko.Channel:
+        try:
+            return self.transport.open_session(timeout=timeout)
+        except (paramiko.SSHException, EOFError) as e:
+            raise self._error("exec", f"cannot open an SSH session: {e or 'connection lost'}") from None
+
+    def _error(self, step: str, message: str) -> ConnectError:
+        return ConnectError(self.host, step, message)
+
+    # files
+
+    def _sftp_client(self) -> paramiko.SFTPClient:
+        if self._sftp is None:
+            try:
+                self._sftp = self.transport.open_sftp_client()
+            except (paramiko.SSHException, EOFError) as e:
+                raise self._error(
+                    "sftp", f"cannot start SFTP ({e}); is the sftp subsystem enabled?"
+                ) from None
+        return self._sftp
+
+    def write_file(self, path: str, content: bytes, mode: int) -> None:
+        """Replace `path` atomically: a temp file created with `mode` before any byte is written, then
+        renamed over the target, so readers never see a partial file and secrets are never world-readable.
+        """
+        tmp = f"{path}.rke-py-tmp"
+        with self._sftp_lock:
+            sftp = self._sftp_client()
+            try:
+                self._makedirs(sftp, os.path.dirname(path))
+                with contextlib.suppress(FileNotFoundError):
+                    sftp.remove(tmp)  # a leftover of an interrupted run; "x" below refuses to follow it
+                with sftp.open(tmp, "wxb") as f:
+                    f.chmod(mode)
+                    f.set_pipelined(True)
+                    f.write(content)
+                sftp.posix_rename(tmp, path)
+            except OSError as e:
+                raise self._error("write", f"cannot write {path}: {e.strerror or e}") from None
+
+    @staticmethod
+    def _makedirs(sftp: paramiko.SFTPClient, directory: str) -> None:
+        missing: list[str] = []
+        while directory not in ("", "/"):
+            try:
+                if not stat.S_ISDIR(sftp.stat(directory).st_mode or 0):
+                    raise NotADirectoryError(f"{directory} exists and is not a directory")
+                break
+            except FileNotFoundError:
+                missing.append(directory)
+                directory = os.path.dirname(directory)
+        for d in reversed(missing):
+            sftp.mkdir(d, 0o755)
+            sftp.chmod(d, 0o755)  # mkdir's mode is filtered by the server's umask
+
+    def read_file(self, path: str) -> bytes | None:
+        """The content of `path`, or None if it does not exist."""
+        with self._sftp_lock:
+            sftp = self._sftp_client()
+            try:
+                with sftp.open(path, "rb") as f:
+                    f.prefetch()
+                    return f.read()
+            except FileNotFoundError:
+                return None
+            except OSError as e:
+                raise self._error("read", f"cannot read {path}: {e.strerror or e}") from None
+
+    def file_hashes(self, paths: list[str]) -> dict[str, str | None]:
+        """sha256 of each file in one command (busybox has sha256sum); missing files map to None."""
+        hashes: dict[str, str | None] = dict.fromkeys(paths)
+        if not paths:
+            return hashes
+        done = self.run("sha256sum -- " + " ".join(shlex.quote(p) for p in paths) + " 2>/dev/null; true")
+        for line in done.stdout.decode(errors="replace").splitlines():
+            digest, sep, name = line.partition("  ")
+            if not sep:
+                continue
+            if digest.startswith("\\"):  # GNU escapes names holding a newline or backslash
+                digest, name = digest[1:], name.replace("\\n", "\n").replace("\\\\", "\\")
+            if name in hashes:
+                hashes[name] = digest
+        return hashes
+
+    # tunnels from the node itself (like RKE's "network" dialer)
+
+    def open_tcp(self, host: str, port: int, *, timeout: float = 10) -> paramiko.Channel:
+        """A TCP connection made by the node to host:port (so "localhost" is the node itself)."""
+        try:
+            return self.transport.open_channel(
+                "direct-tcpip", (host, port), ("127.0.0.1", 0), timeout=timeout
+            )
+        except paramiko.ChannelException as e:
+            raise self._error(
+                "tunnel",
+                f"Unable to access the service on {host}:{port}. The service might be still starting up. "
+                f"({e.text})",
+            ) from None
+        except (paramiko.SSHException, EOFError) as e:
+            raise self._error("tunnel", f"cannot open a tunnel to {host}:{port}: {e}") from None
+
+    def open_unix(self, path: str, *, timeout: float = 10) -> paramiko.Channel:
+        """A connection made by the node to its Unix socket `path` (raises paramiko.ChannelException)."""
+        return channels.open_streamlocal(self.transport, path, timeout=timeout)
+
+    def https_get(
+        self,
+        url: str,
+        *,
+        ca_pem: bytes | None = None,
+        cert_pem: bytes | None = None,
+        key_pem: bytes | None = None,
+        timeout: float = 5,
+    ) -> tuple[int, bytes]:
+        """GET an https URL from the node itself; see `channels.tls_context` for verification rules."""
+        return self._get(url, channels.tls_context(ca_pem, cert_pem, key_pem), timeout)
+
+    def http_get(self, url: str, *, timeout: float = 5) -> tuple[int, bytes]:
+        """GET a plain http URL from the node itself."""
+        return self._get(url, None, timeout)
+
+    def _get(self, url: str, context, timeout: float) -> tuple[int, bytes]:
+        host, port, path = channels.split_url(url)
+        chan = self.open_tcp(host, port, timeout=timeout)
+        try:
+            return channels.http_get(chan, host, port, path, context=context, timeout=timeout)
+        except (OSError, paramiko.SSHException, channels.HTTPProblem) as e:
+            raise self._error("http", f"GET {url} from the node failed: {e}") from None
+        finally:
+            chan.close()
+
+
+def _feed(chan: paramiko.Channel, data: bytes) -> None:
+    try:
+        chan.sendall(data)
+        chan.shutdown_write()
+    except (OSError, paramiko.SSHException):
+        pass  # the command exited early; its status tells the story
+
+
+def _collect(chan: paramiko.Channel, timeout: float, on_timeout) -> Completed:
+    """Read stdout and stderr together (so neither can fill the window and stall) until the command exits."""
+    deadline = time.monotonic() + timeout
+    out: list[bytes] = []
+    err: list[bytes] = []
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise on_timeout()
+        select.select([chan], [], [], remaining)
+        while chan.recv_stderr_ready():
+            err.append(chan.recv_stderr(65536))
+        if chan.recv_ready():
+            out.append(chan.recv(65536))
+            continue
+        if chan.eof_received or chan.closed:
+            break
+    if not chan.status_event.wait(max(deadline - time.monotonic(), 0.1)):
+        raise on_timeout()
+    while chan.recv_stderr_ready():
+        err.append(chan.recv_stderr(65536))
+    return Completed(chan.recv_exit_status(), b"".join(out), b"".join(err))
