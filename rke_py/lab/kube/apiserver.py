@@ -1,0 +1,668 @@
+"""kube-apiserver stand-in: the Kubernetes REST API over TLS with client certificates, stored in etcd."""
+
+import ipaddress
+import json
+import os
+import random
+import re
+import ssl
+import string
+import threading
+import time
+import urllib.parse
+import uuid
+from dataclasses import dataclass
+
+from rke_py.lab.kube import log, objects, resources, serve
+from rke_py.lab.kube.etcd import EtcdClient, EtcdError
+from rke_py.lab.kube.flags import Flags, FlagError
+from rke_py.lab.kube.resources import Resource
+
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+_FILE_FLAGS = (
+    "admission-control-config-file",
+    "audit-policy-file",
+    "client-ca-file",
+    "encryption-provider-config",
+    "etcd-cafile",
+    "etcd-certfile",
+    "etcd-keyfile",
+    "kubelet-certificate-authority",
+    "kubelet-client-certificate",
+    "kubelet-client-key",
+    "proxy-client-cert-file",
+    "proxy-client-key-file",
+    "requestheader-client-ca-file",
+    "service-account-key-file",
+    "service-account-signing-key-file",
+    "tls-cert-file",
+    "tls-private-key-file",
+)
+_AUTHZ_MODES = {"AlwaysAllow", "AlwaysDeny", "ABAC", "Webhook", "RBAC", "Node"}
+_PUBLIC_PATHS = re.compile(r"^/(healthz|livez|readyz)(/.*)?$|^/version/?$")
+_DISCOVERY_PATHS = re.compile(r"^/(api|apis)(/.*)?$|^/openapi/.*$|^/$")
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+_CONFLICT_RETRIES = 5
+
+
+class ApiStatus(Exception):
+    """Ends a request with a metav1.Status error."""
+
+    def __init__(self, code: int, reason: str, message: str, details: dict | None = None) -> None:
+        super().__init__(message)
+        self.body = objects.status(code, reason, message, details)
+
+
+def _not_found(res: Resource, name: str) -> ApiStatus:
+    details = {"name": name, "group": res.group, "kind": res.plural}
+    return ApiStatus(404, "NotFound", f'{res.qualified} "{name}" not found', details)
+
+
+def _conflict(res: Resource, name: str) -> ApiStatus:
+    message = (
+        f'Operation cannot be fulfilled on {res.qualified} "{name}": the object has been modified; '
+        "please apply your changes to the latest version and try again"
+    )
+    return ApiStatus(409, "Conflict", message, {"name": name, "group": res.group, "kind": res.plural})
+
+
+@dataclass
+class User:
+    name: str
+    groups: tuple[str, ...]
+
+
+@dataclass
+class Request:
+    verb: str
+    resource: Resource
+    namespace: str
+    name: str
+    subresource: str
+
+
+def validate(flags: Flags) -> None:
+    """Refuse a configuration the real kube-apiserver refuses, before binding anything."""
+    for name in _FILE_FLAGS:
+        path = flags.get(name)
+        if path and not os.path.isfile(str(path)):
+            raise FlagError(f"--{name}: open {path}: no such file or directory")
+    if not flags.get("etcd-servers"):
+        raise FlagError("--etcd-servers must be specified")
+    if flags.get("storage-backend", "etcd3") != "etcd3":
+        raise FlagError(f'--storage-backend: unknown storage backend "{flags.get("storage-backend")}"')
+    for mode in str(flags.get("authorization-mode", "AlwaysAllow")).split(","):
+        if mode not in _AUTHZ_MODES:
+            raise FlagError(f'--authorization-mode: authorization mode "{mode}" is not supported')
+    if not flags.get("tls-cert-file") or not flags.get("tls-private-key-file"):
+        raise FlagError("--tls-cert-file and --tls-private-key-file are required (the lab cannot self-sign)")
+    try:
+        ipaddress.ip_network(str(flags.get("service-cluster-ip-range", "10.0.0.0/24")))
+    except ValueError as exc:
+        raise FlagError(f"--service-cluster-ip-range: {exc}") from None
+    ports = str(flags.get("service-node-port-range", "30000-32767"))
+    if not re.fullmatch(r"\d+(-\d+)?", ports):
+        raise FlagError(f'--service-node-port-range: invalid port range "{ports}"')
+
+
+class Authorizer:
+    """A fixed policy equal to what Kubernetes' bootstrap RBAC roles and the Node authorizer grant the
+    identities RKE uses. RBAC objects applied to the lab are stored but not evaluated."""
+
+    def __init__(self, modes: list[str]) -> None:
+        self.modes = modes
+
+    def allowed(self, user: User, verb: str, path: str, req: Request | None) -> bool:
+        if "AlwaysDeny" in self.modes and len(self.modes) == 1:
+            return False
+        if "system:masters" in user.groups or self.modes == ["AlwaysAllow"]:
+            return True
+        if req is None:
+            if _PUBLIC_PATHS.match(path):
+                return True
+            return bool(_DISCOVERY_PATHS.match(path)) and "system:authenticated" in user.groups
+        read = verb in ("get", "list", "watch")
+        res, ns, name, sub = req.resource, req.namespace, req.name, req.subresource
+        writes = verb in ("create", "update", "patch")
+        lease = res.group == "coordination.k8s.io" and res.plural == "leases"
+        event = res.plural == "events" and verb in ("create", "update", "patch")
+        if user.name in ("system:kube-controller-manager", "system:kube-scheduler"):
+            node_status = user.name == "system:kube-controller-manager" and res.plural == "nodes"
+            return (
+                read
+                or event
+                or (lease and ns == "kube-system" and writes)
+                or (node_status and sub == "status" and verb in ("update", "patch"))
+            )
+        if "system:nodes" in user.groups:
+            # RKE's kube-node certificate is shared by every node (CN system:node); a per-node
+            # certificate (CN system:node:<name>) may only touch its own objects.
+            own = user.name == "system:node" or user.name == f"system:node:{name}"
+            node = res.group == "" and res.plural == "nodes"
+            return (
+                read
+                or event
+                or (node and writes and own)
+                or (lease and ns == "kube-node-lease" and (writes or verb == "delete") and own)
+            )
+        if user.name == "system:kube-proxy":
+            return read or event
+        return False
+
+
+class ApiServer:
+    def __init__(self, flags: Flags) -> None:
+        self.flags = flags
+        self.prefix = str(flags.get("etcd-prefix", "/registry")).rstrip("/")
+        self.etcd = EtcdClient(
+            str(flags.get("etcd-servers")).split(","),
+            flags.get("etcd-certfile"),
+            flags.get("etcd-keyfile"),
+            flags.get("etcd-cafile"),
+        )
+        self.anonymous = bool(flags.get("anonymous-auth", True))
+        self.authorizer = Authorizer(str(flags.get("authorization-mode", "AlwaysAllow")).split(","))
+        self.audit_path = flags.get("audit-log-path")
+        self._audit_lock = threading.Lock()
+        self.ready = threading.Event()
+        self.address = f"{flags.get('advertise-address') or '127.0.0.1'}:{flags.get('secure-port', 6443)}"
+
+    # ---- storage ----
+
+    def _decode(self, kv: object) -> dict:
+        obj = json.loads(kv.value)
+        obj.setdefault("metadata", {})["resourceVersion"] = str(kv.mod_revision)
+        return obj
+
+    def _encode(self, obj: dict) -> bytes:
+        stored = json.loads(json.dumps(obj))
+        stored.get("metadata", {}).pop("resourceVersion", None)
+        return json.dumps(stored, separators=(",", ":")).encode()
+
+    def read(self, res: Resource, ns: str, name: str) -> tuple[dict, int]:
+        kv = self.etcd.get(res.key(self.prefix, ns, name))
+        if kv is None:
+            raise _not_found(res, name)
+        return self._decode(kv), kv.mod_revision
+
+    def list(self, res: Resource, ns: str) -> tuple[list[dict], int]:
+        base = res.key(self.prefix, ns)
+        kvs, revision = self.etcd.list(base)
+        items = [self._decode(kv) for kv in kvs if "/" not in kv.key[len(base) :]]
+        return items, revision
+
+    def create(self, res: Resource, ns: str, obj: dict, dry_run: bool = False) -> dict:
+        meta = obj.setdefault("metadata", {})
+        if not meta.get("name") and meta.get("generateName"):
+            suffix = "".join(random.choices(string.ascii_lowercase + string.digits, k=5))
+            meta["name"] = meta["generateName"] + suffix
+        name = meta.get("name", "")
+        if not name:
+            raise ApiStatus(422, "Invalid", f'{res.kind} "" is invalid: metadata.name: Required value')
+        if not _NAME.match(name) and res.plural not in ("events",):
+            message = (
+                f'{res.kind} "{name}" is invalid: metadata.name: Invalid value: "{name}": a lowercase '
+                "RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.'"
+            )
+            raise ApiStatus(422, "Invalid", message)
+        if res.namespaced:
+            meta["namespace"] = ns
+            if res.plural != "namespaces" and self.etcd.get(self._ns_key(ns)) is None:
+                raise ApiStatus(
+                    404, "NotFound", f'namespaces "{ns}" not found', {"name": ns, "kind": "namespaces"}
+                )
+        else:
+            meta.pop("namespace", None)
+        meta.pop("resourceVersion", None)
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = objects.now_rfc3339()
+        if res.plural == "namespaces":
+            meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = name
+            obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+            obj["status"] = {"phase": "Active"}
+        if dry_run:
+            return obj
+        revision = self.etcd.create(res.key(self.prefix, ns, name), self._encode(obj))
+        if revision is None:
+            details = {"name": name, "group": res.group, "kind": res.plural}
+            raise ApiStatus(409, "AlreadyExists", f'{res.qualified} "{name}" already exists', details)
+        meta["resourceVersion"] = str(revision)
+        return obj
+
+    def _ns_key(self, ns: str) -> str:
+        return resources.lookup("", "v1", "namespaces", False).key(self.prefix, "", ns)
+
+    def _write(self, req: Request, new: dict, old: dict, revision: int, dry_run: bool) -> dict:
+        """Store ``new`` in place of ``old`` if etcd still holds ``revision``; keep what clients may not set."""
+        res = req.resource
+        meta = new.setdefault("metadata", {})
+        if meta.get("name", req.name) != req.name:
+            message = (
+                f"the name of the object ({meta.get('name')}) does not match the name on the URL ({req.name})"
+            )
+            raise ApiStatus(400, "BadRequest", message)
+        if res.namespaced and meta.get("namespace", req.namespace) != req.namespace:
+            message = "the namespace of the provided object does not match the namespace sent on the request"
+            raise ApiStatus(400, "BadRequest", message)
+        sent_version = meta.get("resourceVersion")
+        if sent_version and sent_version != str(revision):
+            raise _conflict(res, req.name)
+        for key in ("name", "namespace", "uid", "creationTimestamp"):
+            if key in old["metadata"]:
+                meta[key] = old["metadata"][key]
+        new.setdefault("apiVersion", old.get("apiVersion"))
+        new.setdefault("kind", old.get("kind"))
+        if req.subresource == "status":
+            new = {**old, "status": new.get("status", {})}
+        elif "status" in res.subresources:
+            if "status" in old:
+                new["status"] = old["status"]
+            else:
+                new.pop("status", None)
+        if dry_run:
+            return new
+        written = self.etcd.update(res.key(self.prefix, req.namespace, req.name), self._encode(new), revision)
+        if written is None:
+            raise _conflict(res, req.name)
+        new["metadata"]["resourceVersion"] = str(written)
+        return new
+
+    def update(self, req: Request, body: dict, dry_run: bool) -> dict:
+        old, revision = self.read(req.resource, req.namespace, req.name)
+        return self._write(req, body, old, revision, dry_run)
+
+    def patch(self, req: Request, content_type: str, patch: object, dry_run: bool) -> dict:
+        for _ in range(_CONFLICT_RETRIES):
+            old, revision = self.read(req.resource, req.namespace, req.name)
+            try:
+                if content_type == "application/json-patch+json":
+                    if not isinstance(patch, list):
+                        raise objects.PatchError("a JSON patch must be a list of operations")
+                    new = objects.json_patch(old, patch)
+                else:
+                    new = objects.merge_patch(old, patch)
+            except objects.PatchError as exc:
+                raise ApiStatus(422, "Invalid", str(exc)) from None
+            if not isinstance(new, dict):
+                raise ApiStatus(422, "Invalid", "the patch must produce an object")
+            try:
+                return self._write(req, new, old, revision, dry_run)
+            except ApiStatus as exc:
+                # The real apiserver retries a patch whose base moved, unless the patch pinned a version.
+                pinned = isinstance(patch, dict) and (patch.get("metadata") or {}).get("resourceVersion")
+                if exc.body["reason"] != "Conflict" or pinned:
+                    raise
+        raise _conflict(req.resource, req.name)
+
+    def delete(self, req: Request, options: dict, dry_run: bool) -> dict:
+        for _ in range(_CONFLICT_RETRIES):
+            old, revision = self.read(req.resource, req.namespace, req.name)
+            wanted = (options.get("preconditions") or {}).get("resourceVersion")
+            if wanted and wanted != str(revision):
+                raise _conflict(req.resource, req.name)
+            if dry_run or self.etcd.delete(req.resource.key(self.prefix, req.namespace, req.name), revision):
+                return old
+        raise _conflict(req.resource, req.name)
+
+    # ---- bootstrap ----
+
+    def bootstrap(self) -> None:
+        """Create the system namespaces and the ``kubernetes`` Service, retrying until etcd answers."""
+        ns_res = resources.lookup("", "v1", "namespaces", False)
+        svc_res = resources.lookup("", "v1", "services", True)
+        network = ipaddress.ip_network(str(self.flags.get("service-cluster-ip-range", "10.0.0.0/24")))
+        service = {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {
+                "name": "kubernetes",
+                "labels": {"component": "apiserver", "provider": "kubernetes"},
+            },
+            "spec": {
+                "type": "ClusterIP",
+                "clusterIP": str(network[1]),
+                "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}],
+            },
+        }
+        while True:
+            try:
+                for name in SYSTEM_NAMESPACES:
+                    if self.etcd.get(self._ns_key(name)) is None:
+                        ns_obj = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+                        if self.create(ns_res, "", ns_obj):
+                            log.info(f"created namespace {name}")
+                if self.etcd.get(svc_res.key(self.prefix, "default", "kubernetes")) is None:
+                    self.create(svc_res, "default", json.loads(json.dumps(service)))
+                break
+            except ApiStatus as exc:
+                if exc.body["reason"] != "AlreadyExists":
+                    raise
+            except EtcdError as exc:
+                log.error(f"storage not ready: {exc}")
+                time.sleep(2)
+        self.ready.set()
+        log.info("bootstrap done: system namespaces exist")
+
+    def health(self, path: str, verbose: bool) -> tuple[int, str]:
+        checks = [("ping", None)]
+        if not path.startswith("/livez"):
+            checks.append(("etcd", None))
+        if path.startswith("/readyz"):
+            checks.append(("bootstrap-namespaces", None))
+        lines, failed = [], False
+        for name, _ in checks:
+            ok = True
+            if name == "etcd":
+                try:
+                    self.etcd.revision()
+                except EtcdError as exc:
+                    log.error(f"{path} check etcd failed: {exc}")
+                    ok = False
+            elif name == "bootstrap-namespaces":
+                ok = self.ready.is_set()
+            failed |= not ok
+            lines.append(f"[+]{name} ok" if ok else f"[-]{name} failed: reason withheld")
+        kind = path.strip("/").split("/")[0]
+        if failed:
+            return 500, "\n".join(lines) + f"\n{kind} check failed\n"
+        if verbose:
+            return 200, "\n".join(lines) + f"\n{kind} check passed\n"
+        return 200, "ok"
+
+    def audit(self, user: User | None, verb: str, uri: str, code: int, source: str, agent: str) -> None:
+        if not self.audit_path:
+            return
+        stamp = objects.now_micro()
+        event = {
+            "kind": "Event",
+            "apiVersion": "audit.k8s.io/v1",
+            "level": "Metadata",
+            "auditID": str(uuid.uuid4()),
+            "stage": "ResponseComplete",
+            "requestURI": uri,
+            "verb": verb,
+            "user": {"username": user.name, "groups": list(user.groups)} if user else {},
+            "sourceIPs": [source],
+            "userAgent": agent,
+            "responseStatus": {"metadata": {}, "code": code},
+            "requestReceivedTimestamp": stamp,
+            "stageTimestamp": stamp,
+        }
+        with self._audit_lock, open(str(self.audit_path), "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(event) + "\n")
+
+
+def _peer_user(sock: ssl.SSLSocket) -> User | None:
+    cert = sock.getpeercert()
+    if not cert:
+        return None
+    cn, groups = "", []
+    for rdn in cert.get("subject", ()):
+        for key, value in rdn:
+            if key == "commonName":
+                cn = value
+            elif key == "organizationName":
+                groups.append(value)
+    return User(cn, (*groups, "system:authenticated"))
+
+
+def _parse_resource_path(parts: list[str]) -> tuple[str, str, list[str]] | None:
+    """(group, version, rest) of a resource path, or None for discovery and non-resource paths."""
+    if len(parts) >= 3 and parts[0] == "api" and parts[1] == "v1":
+        return "", "v1", parts[2:]
+    if len(parts) >= 4 and parts[0] == "apis":
+        return parts[1], parts[2], parts[3:]
+    return None
+
+
+_VERB = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+
+
+class Handler(serve.Handler):
+    server: "serve.Server"
+    api: ApiServer
+
+    def _reply(self, code: int, body: dict) -> None:
+        self._code = code
+        self.send(code, json.dumps(body).encode(), "application/json")
+
+    def _body(self) -> object:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        if not raw:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise ApiStatus(
+                400, "BadRequest", "the body of the request could not be decoded as JSON"
+            ) from None
+
+    def _dispatch(self) -> None:
+        url = urllib.parse.urlsplit(self.path)
+        path = urllib.parse.unquote(url.path) or "/"
+        query = urllib.parse.parse_qs(url.query, keep_blank_values=True)
+        self._code, self._user = 0, None
+        verb = self.command.lower()
+        try:
+            user = _peer_user(self.connection)
+            if user is None:
+                if not self.api.anonymous:
+                    raise ApiStatus(401, "Unauthorized", "Unauthorized")
+                user = User("system:anonymous", ("system:unauthenticated",))
+            self._user = user
+            parts = [p for p in path.split("/") if p]
+            located = _parse_resource_path(parts)
+            if located is None:
+                verb = self.command.lower()
+                if not self.api.authorizer.allowed(user, verb, path, None):
+                    message = f'forbidden: User "{user.name}" cannot {verb} path "{path}"'
+                    raise ApiStatus(403, "Forbidden", message)
+                self._non_resource(path, parts, query)
+                return
+            req = self._request(*located)
+            verb = req.verb
+            if not self.api.authorizer.allowed(user, req.verb, path, req):
+                raise self._forbidden(user, req)
+            self._resource(req, query)
+        except ApiStatus as exc:
+            self._reply(exc.body["code"], exc.body)
+        except EtcdError as exc:
+            log.error(f"{self.command} {path}: {exc}")
+            self._reply(500, objects.status(500, "InternalError", f"Internal error occurred: {exc}"))
+        finally:
+            self.api.audit(
+                self._user,
+                verb,
+                self.path,
+                self._code,
+                self.client_address[0],
+                self.headers.get("User-Agent", ""),
+            )
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _dispatch
+
+    def _forbidden(self, user: User, req: Request) -> ApiStatus:
+        res = req.resource
+        what = f"{res.plural}/{req.subresource}" if req.subresource else res.plural
+        subject = f'{res.qualified} "{req.name}"' if req.name else res.qualified
+        scope = f'in the namespace "{req.namespace}"' if req.namespace else "at the cluster scope"
+        message = (
+            f'{subject} is forbidden: User "{user.name}" cannot {req.verb} resource "{what}" '
+            f'in API group "{res.group}" {scope}'
+        )
+        return ApiStatus(
+            403, "Forbidden", message, {"name": req.name, "group": res.group, "kind": res.plural}
+        )
+
+    def _request(self, group: str, version: str, rest: list[str]) -> Request:
+        namespace = ""
+        if (
+            rest[0] == "namespaces"
+            and len(rest) >= 3
+            and not (len(rest) == 3 and rest[2] in ("status", "finalize"))
+        ):
+            namespace, rest = rest[1], rest[2:]
+        if len(rest) > 3:
+            raise ApiStatus(404, "NotFound", "the server could not find the requested resource")
+        plural = rest[0]
+        name = rest[1] if len(rest) > 1 else ""
+        sub = rest[2] if len(rest) > 2 else ""
+        res = resources.lookup(group, version, plural, bool(namespace))
+        if res is None or (namespace and not res.namespaced) or (sub and sub not in res.subresources):
+            raise ApiStatus(404, "NotFound", "the server could not find the requested resource")
+        if res.namespaced and not namespace and (name or self.command != "GET"):
+            raise ApiStatus(404, "NotFound", "the server could not find the requested resource")
+        if self.command == "GET":
+            verb = "get" if name else "list"
+        else:
+            verb = _VERB.get(self.command, "")
+            if not verb or (verb == "create") == bool(name):
+                raise ApiStatus(405, "MethodNotAllowed", f"{self.command} is not supported on this path")
+        return Request(verb, res, namespace, name, sub)
+
+    def _non_resource(self, path: str, parts: list[str], query: dict) -> None:
+        if re.match(r"^/(healthz|livez|readyz)/?$", path) or re.match(
+            r"^/(healthz|livez|readyz)/(ping|etcd)$", path
+        ):
+            if self.command != "GET":
+                raise ApiStatus(405, "MethodNotAllowed", f"{self.command} is not supported")
+            code, text = self.api.health(path, "verbose" in query)
+            self._code = code
+            self.send(code, text.encode())
+            return
+        if self.command != "GET":
+            raise ApiStatus(405, "MethodNotAllowed", f"{self.command} is not supported on this path")
+        if path == "/version":
+            body = resources.version_info()
+        elif parts == ["api"]:
+            body = resources.api_versions(self.api.address)
+        elif parts == ["apis"]:
+            body = resources.api_group_list()
+        elif len(parts) == 2 and parts[0] == "api":
+            body = resources.resource_list("", parts[1]) if parts[1] == "v1" else None
+        elif len(parts) == 2 and parts[0] == "apis":
+            body = resources.api_group(parts[1])
+        elif len(parts) == 3 and parts[0] == "apis":
+            body = resources.resource_list(parts[1], parts[2])
+        elif parts == ["openapi", "v3"]:
+            body = resources.openapi_v3_root()
+        elif len(parts) >= 4 and parts[:2] == ["openapi", "v3"]:
+            gv = parts[3:] if parts[2] == "apis" else ["", *parts[3:]]
+            body = (
+                resources.openapi_v3_group_version(*gv)
+                if len(gv) == 2 and parts[2] in ("api", "apis")
+                else None
+            )
+        elif parts == ["openapi", "v2"]:
+            if "protobuf" in self.headers.get("Accept", ""):
+                # An empty message is a valid, empty openapi_v2.Document.
+                self._code = 200
+                self.send(200, b"", "application/octet-stream")
+                return
+            body = resources.openapi_v2()
+        elif parts == []:
+            body = {"paths": ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/readyz", "/version"]}
+        else:
+            body = None
+        if body is None:
+            raise ApiStatus(404, "NotFound", "the server could not find the requested resource")
+        self._reply(200, body)
+
+    def _resource(self, req: Request, query: dict) -> None:
+        res = req.resource
+        dry_run = bool(query.get("dryRun"))
+        if req.verb == "list":
+            if query.get("watch", [""])[0] in ("1", "true"):
+                raise ApiStatus(405, "MethodNotAllowed", "watch is not supported by the lab apiserver")
+            items, revision = self.api.list(res, req.namespace)
+            try:
+                if query.get("labelSelector", [""])[0]:
+                    items = list(filter(resources.label_matcher(query["labelSelector"][0]), items))
+                if query.get("fieldSelector", [""])[0]:
+                    items = list(filter(resources.field_matcher(query["fieldSelector"][0]), items))
+            except resources.SelectorError as exc:
+                raise ApiStatus(400, "BadRequest", str(exc)) from None
+            self._objects(res, items, str(revision), query, single=False)
+            return
+        if req.verb == "get":
+            obj, _ = self.api.read(res, req.namespace, req.name)
+            self._objects(res, [obj], obj["metadata"]["resourceVersion"], query, single=True)
+            return
+        body = self._body()
+        if req.verb == "delete":
+            self._reply(200, self.api.delete(req, body if isinstance(body, dict) else {}, dry_run))
+            return
+        content_type = (self.headers.get("Content-Type") or "application/json").split(";")[0].strip()
+        if req.verb == "patch":
+            if content_type not in (
+                "application/merge-patch+json",
+                "application/strategic-merge-patch+json",
+                "application/json-patch+json",
+            ):
+                raise ApiStatus(
+                    415,
+                    "UnsupportedMediaType",
+                    f'the body of the request was in an unknown format: "{content_type}"',
+                )
+            self._reply(200, self.api.patch(req, content_type, body, dry_run))
+            return
+        if content_type != "application/json":
+            raise ApiStatus(
+                415,
+                "UnsupportedMediaType",
+                f'the body of the request was in an unknown format: "{content_type}"',
+            )
+        if not isinstance(body, dict):
+            raise ApiStatus(400, "BadRequest", "the body of the request must be a JSON object")
+        expected = res.group_version
+        if body.get("apiVersion", expected) != expected:
+            message = f"the API version in the data ({body['apiVersion']}) does not match the expected API version ({expected})"
+            raise ApiStatus(400, "BadRequest", message)
+        if not res.generic and body.get("kind", res.kind) != res.kind:
+            message = f"the kind in the data ({body['kind']}) does not match the expected kind ({res.kind})"
+            raise ApiStatus(400, "BadRequest", message)
+        body.setdefault("apiVersion", expected)
+        body.setdefault("kind", res.kind)
+        if req.verb == "create":
+            self._reply(201, self.api.create(res, req.namespace, body, dry_run))
+        else:
+            self._reply(200, self.api.update(req, body, dry_run))
+
+    def _objects(self, res: Resource, items: list[dict], revision: str, query: dict, single: bool) -> None:
+        accept = self.headers.get("Accept", "")
+        if "as=Table" in accept:
+            include = query.get("includeObject", ["Metadata"])[0]
+            self._reply(200, resources.table(res.kind, items, revision, include))
+        elif single:
+            self._reply(200, items[0])
+        else:
+            kind = f"{items[0]['kind']}List" if res.generic and items else f"{res.kind}List"
+            self._reply(
+                200,
+                {
+                    "kind": kind,
+                    "apiVersion": res.group_version,
+                    "metadata": {"resourceVersion": revision},
+                    "items": items,
+                },
+            )
+
+
+def run(flags: Flags) -> None:
+    validate(flags)
+    api = ApiServer(flags)
+    if api.audit_path and api.audit_path != "-":
+        os.makedirs(os.path.dirname(str(api.audit_path)) or ".", exist_ok=True)
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(str(flags.get("tls-cert-file")), str(flags.get("tls-private-key-file")))
+    if flags.get("client-ca-file"):
+        tls.load_verify_locations(str(flags.get("client-ca-file")))
+        tls.verify_mode = ssl.CERT_OPTIONAL
+
+    handler = type("ApiHandler", (Handler,), {"api": api})
+    address = (str(flags.get("bind-address", "0.0.0.0")), int(flags.get("secure-port", 6443)))
+    server = serve.start(address, handler, tls)
+    log.info(f"Serving securely on {address[0]}:{server.server_address[1]}")
+    api.bootstrap()
+    threading.Event().wait()
