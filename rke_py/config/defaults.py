@@ -88,8 +88,7 @@ def _node(config: ClusterConfig, node: Node) -> None:
     node.internal_address = node.internal_address or node.address
     node.hostname_override = (node.hostname_override or node.address).lower()
     node.docker_socket = node.docker_socket or DOCKER_SOCKET
-    if not node.ssh_key and not node.ssh_key_path:
-        node.ssh_key_path = config.ssh_key_path
+    node.ssh_key_path = node.ssh_key_path or config.ssh_key_path  # as RKE; an inline ssh_key still wins
     node.ssh_cert_path = node.ssh_cert_path or config.ssh_cert_path
     node.ssh_agent_auth = config.ssh_agent_auth
 
@@ -101,8 +100,7 @@ def _bastion(config: ClusterConfig) -> None:
         config.bastion_host = None
         return
     bastion.port = bastion.port or SSH_PORT
-    if not bastion.ssh_key and not bastion.ssh_key_path:
-        bastion.ssh_key_path = config.ssh_key_path
+    bastion.ssh_key_path = bastion.ssh_key_path or config.ssh_key_path
     bastion.ssh_agent_auth = config.ssh_agent_auth
 
 

@@ -132,7 +132,9 @@ def _nested(cls: type, raw: Any, path: Path, findings: Findings) -> Any:
 
 def _list(item: Any, raw: Any, path: Path, findings: Findings) -> list[Any] | None:
     if not isinstance(raw, list):
-        findings.type_error(path, f"{dotted(path)} must be a list, not {_kind(raw)}", _list_hint(path, raw))
+        findings.type_error(
+            path, f"{dotted(path)} must be a list, not {_kind(raw)}", _list_hint(path, raw, item)
+        )
         # Keep what the user meant, so checks elsewhere (e.g. "no etcd node") do not pile on.
         return [_str(raw)] if item is str and not isinstance(raw, dict) else None
     items = [convert(item, value, (*path, i), findings) for i, value in enumerate(raw)]
@@ -225,9 +227,9 @@ def _kind(raw: Any) -> str:
     return f'the {"string" if isinstance(raw, str) else type(raw).__name__} "{raw}"'
 
 
-def _list_hint(path: Path, raw: Any) -> str:
+def _list_hint(path: Path, raw: Any, item: Any) -> str:
     key = path[-1]
-    if isinstance(raw, str | int | float) and not isinstance(raw, bool):
+    if item is str and isinstance(raw, str | int | float) and not isinstance(raw, bool):
         return f'write "{key}: [{raw}]"'
     return f'write one "- item" per line under "{key}:"'
 

@@ -38,6 +38,11 @@ ROLE_EXAMPLE = {
     "controlplane": '"role: [controlplane, etcd]" on at least one node',
     "worker": '"role: [worker]" on at least one node (or add worker to a controlplane node)',
 }
+REQUIRED_NODE_KEYS = {
+    "address": 'add "address: <IP or DNS name the SSH client can reach>"',
+    "user": 'add "user: <SSH user>", e.g. "user: ubuntu"',
+    "role": 'add e.g. "role: [etcd, controlplane, worker]"',
+}
 SVC_RANGE = ("services", "kube-api", "service_cluster_ip_range")
 CTRL_RANGE = ("services", "kube-controller", "service_cluster_ip_range")
 CLUSTER_CIDR = ("services", "kube-controller", "cluster_cidr")
@@ -68,14 +73,9 @@ def _nodes(config: ClusterConfig, findings: Findings) -> None:
 def _node(index: int, node: Node, findings: Findings) -> None:
     path: Path = ("nodes", index)
     label = _label(index, node)
-    if not node.address:
-        findings.error(
-            path, f"{label} has no address", 'add "address: <IP or DNS name the SSH client can reach>"'
-        )
-    if not node.user:
-        findings.error(path, f"{label} has no user", 'add "user: <SSH user>", e.g. "user: ubuntu"')
-    if not node.role:
-        findings.error(path, f"{label} has no role", 'add e.g. "role: [etcd, controlplane, worker]"')
+    for key, hint in REQUIRED_NODE_KEYS.items():
+        if not getattr(node, key):
+            findings.error((*path, key), f"{label} has no {key}", hint)
     for position, role in enumerate(node.role):
         _role(role, (*path, "role", position), label, findings)
     _port(node.port, (*path, "port"), findings)
@@ -104,7 +104,7 @@ def _hostname(node: Node, path: Path, findings: Findings) -> None:
     name = node.hostname_override
     if not name or (len(name) <= 253 and DNS1123_SUBDOMAIN.match(name)):
         return
-    key = "hostname_override" if (*path, "hostname_override") in findings.positions else "address"
+    key = _name_key(path[1], findings)
     findings.error(
         (*path, key),
         f'node name "{name}" is not a valid Kubernetes node name (a DNS-1123 subdomain)',
@@ -126,35 +126,35 @@ def _taint(key: str, effect: str, path: Path, findings: Findings) -> None:
 
 def _duplicates(config: ClusterConfig, findings: Findings) -> None:
     """Address is a node's identity for RKE; the hostname is its Kubernetes name. Both must be unique."""
-    repeated = _repeats(config, "address", lambda n: n.address, findings)
-    seen: dict[str, int] = {}
-    for index, node in enumerate(config.nodes):
-        if index in repeated or not node.hostname_override:
-            continue
-        name = node.hostname_override.lower()
-        if name in seen:
-            key = (
-                "hostname_override"
-                if ("nodes", index, "hostname_override") in findings.positions
-                else "address"
-            )
+    addresses = _repeats([node.address for node in config.nodes])
+    for index, first in addresses.items():
+        value = config.nodes[index].address
+        hint = "each node needs its own address"
+        _duplicate(("nodes", index, "address"), "address", value, first, findings, hint)
+    names = _repeats([node.hostname_override for node in config.nodes])
+    for index, first in names.items():
+        if index not in addresses:  # the same address already explains the same default name
+            value = config.nodes[index].hostname_override
             hint = "node names must be unique; hostname_override defaults to the address, lowercased"
-            _duplicate(("nodes", index, key), "node name", name, seen[name], findings, hint)
-        seen.setdefault(name, index)
-
-
-def _repeats(config: ClusterConfig, key: str, get: Callable[[Node], str], findings: Findings) -> set[int]:
-    seen: dict[str, int] = {}
-    repeated: set[int] = set()
-    for index, node in enumerate(config.nodes):
-        value = get(node)
-        if value and value in seen:
             _duplicate(
-                ("nodes", index, key), key, value, seen[value], findings, "each node needs its own address"
+                ("nodes", index, _name_key(index, findings)), "node name", value, first, findings, hint
             )
-            repeated.add(index)
-        seen.setdefault(value, index)
-    return repeated
+
+
+def _repeats(values: list[str]) -> dict[int, int]:
+    """Index of each non-empty value seen before -> index where it was first seen."""
+    first: dict[str, int] = {}
+    repeats: dict[int, int] = {}
+    for index, value in enumerate(values):
+        if value and value in first:
+            repeats[index] = first[value]
+        first.setdefault(value, index)
+    return repeats
+
+
+def _name_key(index: int, findings: Findings) -> str:
+    """The key a node's name comes from: hostname_override if the file sets it, else address."""
+    return "hostname_override" if ("nodes", index, "hostname_override") in findings.positions else "address"
 
 
 def _duplicate(path: Path, what: str, value: str, first: int, findings: Findings, hint: str) -> None:

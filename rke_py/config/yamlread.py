@@ -43,15 +43,28 @@ def _syntax_problem(exc: MarkedYAMLError, source: str) -> Problem:
     line, col = (mark.line + 1, mark.column + 1) if mark else (0, 0)
     what = exc.problem or exc.context or "not valid YAML"
     if exc.context and exc.problem:
-        what = f"{exc.context}: {exc.problem}"
-    if mark and exc.context_mark and exc.context_mark.line != mark.line:
-        what += f" (the construct starts on line {exc.context_mark.line + 1})"
+        what = f"{exc.context}{', ' if exc.problem.startswith('but') else ': '}{exc.problem}"
+    if _started_elsewhere(exc, mark):
+        what += f" (it starts on line {exc.context_mark.line + 1})"
     return Problem(source, line, col, f"YAML syntax error: {_one_line(what)}", _syntax_hint(what))
+
+
+def _started_elsewhere(exc: MarkedYAMLError, mark: Any) -> bool:
+    """True when the parser was inside a construct ("while parsing a flow mapping") begun on another line."""
+    context = exc.context or ""
+    return bool(
+        mark
+        and exc.context_mark
+        and context.startswith(("while parsing", "while scanning"))
+        and exc.context_mark.line != mark.line
+    )
 
 
 def _syntax_hint(what: str) -> str:
     if "duplicate key" in what:
         return "a key may appear only once in a mapping; remove or merge the repeated one"
+    if "single document" in what:
+        return 'cluster.yml holds one YAML document; remove the "---" line and what follows'
     if "\\t" in what or "tab" in what:
         return "YAML indentation must use spaces, not tabs"
     return "check the indentation, colons and quoting on this line and the one before"
@@ -74,7 +87,8 @@ def _plain_map(node: Any, path: Path, positions: Positions) -> dict[str, Any]:
     for key, value in node.items():
         name = str(key)
         child = (*path, name)
-        positions[child] = _at(node.lc.key(key))
+        if key in node.lc.data:  # keys merged in with "<<: *anchor" have no position of their own
+            positions[child] = _at(node.lc.key(key))
         out[name] = _plain(value, child, positions)
     return out
 

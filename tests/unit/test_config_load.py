@@ -78,7 +78,7 @@ def test_values_the_user_wrote_win():
     assert config.ignore_docker_version is True  # honoured, unlike RKE's CLI (#3181)
     cp, worker = config.nodes
     assert (cp.internal_address, cp.hostname_override, cp.port) == ("10.0.0.11", "cp-1", "22")
-    assert cp.ssh_key_path == ""  # an inline ssh_key wins; no key path is added
+    assert (cp.ssh_key, cp.ssh_key_path) == ("not-a-real-key", "~/.ssh/id_rsa")  # as RKE; ssh_key wins
     assert cp.labels == {"zone": "a", "rack": "7"}
     assert str(worker.taints[0]) == "dedicated=gpu:NoSchedule"
     assert config.services.etcd.snapshot is False
@@ -189,6 +189,16 @@ def test_missing_file_names_the_path_and_the_fix(tmp_path: Path):
     assert str(caught.value) == (
         f'{path}: config file not found — run "rke-py config" to write one, or pass --config PATH'
     )
+
+
+def test_yaml_anchors_and_merge_keys_work():
+    text = (
+        "x-node: &node\n  user: ubuntu\n  role: [etcd, controlplane, worker]\n"
+        "nodes:\n  - <<: *node\n    address: 192.0.2.11\n"
+    )
+    loaded = load_text(text)
+    assert (loaded.config.nodes[0].user, loaded.config.nodes[0].address) == ("ubuntu", "192.0.2.11")
+    assert [w.line for w in loaded.warnings] == [1]  # x-node is not an RKE key
 
 
 def test_problems_cite_the_file_name_given():
