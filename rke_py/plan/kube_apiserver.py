@@ -197,6 +197,8 @@ def flags(config: ClusterConfig, node: Node) -> dict[str, str]:
         out["admission-control-config-file"] = ADMISSION_FILE
     if is_rbac(config):
         out["authorization-mode"] = "Node,RBAC"
+    if config.services.kubelet.generate_serving_certificate:
+        out["kubelet-certificate-authority"] = cert_path(CA)
     return out
 
 

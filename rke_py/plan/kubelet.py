@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from rke_py.config.schema import ClusterConfig, Node
-from rke_py.pki.paths import cert_path, kubeconfig_path
+from rke_py.pki.bundle import KUBELET_PREFIX, cert_name_for_host
+from rke_py.pki.paths import cert_path, key_path, kubeconfig_path
 from rke_py.plan.common import (
     CA,
     SIDEKICK,
@@ -63,7 +64,22 @@ def flags(config: ClusterConfig, node: Node) -> dict[str, str]:
         out["node-ip"] = node.internal_address
     if taints(node):
         out["register-with-taints"] = taints(node)
+    if kubelet.generate_serving_certificate:
+        out["tls-cert-file"] = cert_path(serving_cert(node))
+        out["tls-private-key-file"] = key_path(serving_cert(node))
     return out
+
+
+def serving_cert(node: Node) -> str:
+    """The node's kubelet serving certificate, signed by kube-ca (`generate_serving_certificate`)."""
+    return cert_name_for_host(node, KUBELET_PREFIX)
+
+
+def read_files(config: ClusterConfig, node: Node) -> tuple[str, ...]:
+    own = (kubeconfig_file(config, "kube-node"), *cert_files(config, "kube-node"), ca_file(config))
+    if config.services.kubelet.generate_serving_certificate:
+        return (*own, *cert_files(config, serving_cert(node)))
+    return own
 
 
 def base_binds(config: ClusterConfig) -> list[str]:
@@ -113,6 +129,6 @@ def container(config: ClusterConfig, node: Node) -> ContainerSpec:
         pid_mode="host",
         privileged=True,
         volumes_from=(SIDEKICK,),
-        files=(kubeconfig_file(config, "kube-node"), *cert_files(config, "kube-node"), ca_file(config)),
+        files=read_files(config, node),
         health=HealthCheck(url="http://localhost:10248/healthz"),
     )
