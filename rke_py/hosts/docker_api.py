@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable
+from functools import partial
 
 import docker
 import paramiko
 import urllib3
 from docker.transport.basehttpadapter import BaseHTTPAdapter
 from docker.transport.sshconn import SSHConnection, SSHConnectionPool
-from paramiko.common import OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED
 
 from rke_py.errors import ConnectError
 from rke_py.hosts.ssh import Connection
@@ -125,30 +125,11 @@ def docker_client(
     socket_path = socket_path or DEFAULT_SOCKET
     try:
         conn.open_unix(socket_path).close()
-        kind, size = "streamlocal", STREAMLOCAL_POOL
-
-        def open_channel() -> paramiko.Channel:
-            return conn.open_unix(socket_path, timeout=timeout)
-
+        kind, size, open_channel = "streamlocal", STREAMLOCAL_POOL, partial(conn.open_unix, socket_path)
     except paramiko.ChannelException as e:
-        if e.code != OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED:
-            raise ConnectError(conn.host, "docker", f"{socket_hint(socket_path)} ({e.text})") from None
-        if conn.run("command -v docker >/dev/null", timeout=timeout).rc != 0:
-            raise ConnectError(
-                conn.host,
-                "docker",
-                f"{socket_hint(socket_path)} (sshd refuses Unix socket forwarding, "
-                "AllowStreamLocalForwarding, and the docker CLI is not installed on the node to use "
-                "`docker system dial-stdio` instead)",
-            ) from None
-        kind, size = "dial-stdio", DIAL_STDIO_POOL
-        command = f"DOCKER_HOST={shlex.quote('unix://' + socket_path)} docker system dial-stdio"
-
-        def open_channel() -> paramiko.Channel:
-            chan = conn.transport.open_session(timeout=timeout)
-            chan.exec_command(command)
-            return chan
-
+        # OpenSSH answers "open failed" both when forwarding is off and when connect() fails, so ask the
+        # node which one it is before choosing the fallback.
+        kind, size, open_channel = "dial-stdio", DIAL_STDIO_POOL, _dial_stdio(conn, socket_path, e, timeout)
     except paramiko.SSHException as e:
         raise ConnectError(conn.host, "docker", f"{socket_hint(socket_path)} ({e})") from None
     try:
@@ -159,5 +140,30 @@ def docker_client(
             timeout=timeout,
         )
     except docker.errors.DockerException as e:
-        raise ConnectError(conn.host, "docker", f"{socket_hint(socket_path)} ({e})") from None
+        raise ConnectError(conn.host, "docker", f"{socket_hint(socket_path)} ({kind}: {e})") from None
     return NodeDockerClient(api)
+
+
+def _dial_stdio(
+    conn: Connection, socket_path: str, refused: paramiko.ChannelException, timeout: float
+) -> Callable[[], paramiko.Channel]:
+    """Channels running `docker system dial-stdio`, if the node has the socket and the docker CLI."""
+    quoted = shlex.quote(socket_path)
+    probe = conn.run(f"test -S {quoted} || echo no-socket; command -v docker >/dev/null || echo no-cli")
+    if b"no-socket" in probe.stdout:
+        reason = f"there is no socket at {socket_path} on the node; is Docker running?"
+    elif b"no-cli" in probe.stdout:
+        reason = (
+            f"sshd refused to connect to it ({refused.text}: AllowStreamLocalForwarding off, or no "
+            "permission), and the docker CLI is not installed on the node to use `docker system dial-stdio`"
+        )
+    else:
+        command = f"DOCKER_HOST={shlex.quote('unix://' + socket_path)} docker system dial-stdio"
+
+        def open_channel() -> paramiko.Channel:
+            chan = conn.transport.open_session(timeout=timeout)
+            chan.exec_command(command)
+            return chan
+
+        return open_channel
+    raise ConnectError(conn.host, "docker", f"{socket_hint(socket_path)} ({reason})")

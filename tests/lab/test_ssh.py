@@ -1,0 +1,550 @@
+"""SSH transport against a real OpenSSH server on 127.0.0.1, this machine's dockerd as the node's Docker."""
+
+from __future__ import annotations
+
+import datetime
+import getpass
+import hashlib
+import http.server
+import io
+import ipaddress
+import shutil
+import socket
+import ssl
+import subprocess
+import tarfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import docker
+import paramiko
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from rke_py.config.schema import BastionHost, ClusterConfig, Node
+from rke_py.errors import ConnectError, ExitStatus
+from rke_py.hosts.connections import Connections
+from rke_py.hosts.docker_api import docker_client
+from rke_py.hosts.hostkeys import HostKeyPolicy, HostKeyStore
+from rke_py.hosts.keys import PASSPHRASE_ENV, KeyLoader
+from rke_py.hosts.ssh import Connection, SSHTarget, connect
+
+pytestmark = pytest.mark.lab
+
+USER = getpass.getuser()
+IMAGE = "rke-py-test/busybox:latest"
+LABEL = "rke-py-test"
+DOCKER_SOCK = "/var/run/docker.sock"
+
+
+def _keygen(path: Path, passphrase: str = "") -> Path:
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", passphrase, "-C", "rke-py-test", "-f", str(path)],
+        check=True,
+    )
+    return path
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Sshd:
+    dir: Path
+    port: int
+    host_key: Path
+    client_key: Path
+    streamlocal: bool = True
+    proc: subprocess.Popen | None = field(default=None, repr=False)
+
+    @property
+    def log(self) -> str:
+        return (self.dir / f"sshd-{self.port}.log").read_text()
+
+    def logins(self) -> int:
+        return self.log.count("Accepted publickey")
+
+    def host_public_key(self) -> str:
+        keytype, b64 = self.host_key.with_suffix(".pub").read_text().split()[:2]
+        return f"{keytype} {b64}"
+
+    def target(self, key: Path | None = None, **kw) -> SSHTarget:
+        return SSHTarget("127.0.0.1", self.port, USER, ssh_key_path=str(key or self.client_key), **kw)
+
+    def start(self) -> None:
+        config = self.dir / f"sshd_config-{self.port}"
+        config.write_text(
+            f"Port {self.port}\nListenAddress 127.0.0.1\nHostKey {self.host_key}\n"
+            f"AuthorizedKeysFile {self.dir}/authorized_keys\nPidFile {self.dir}/sshd-{self.port}.pid\n"
+            "UsePAM no\nStrictModes no\nPermitRootLogin prohibit-password\nAllowTcpForwarding yes\n"
+            f"AllowStreamLocalForwarding {'yes' if self.streamlocal else 'no'}\n"
+            "Subsystem sftp internal-sftp\n"
+        )
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
+        log = open(self.dir / f"sshd-{self.port}.log", "a")  # noqa: SIM115 - handed to the child
+        self.proc = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", str(config)], stderr=log)
+        log.close()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"sshd exited: {self.log}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("sshd did not start listening")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def keys_dir(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("sshkeys")
+    _keygen(d / "client")
+    _keygen(d / "wrong")
+    _keygen(d / "encrypted", passphrase="correct horse")
+    (d / "authorized_keys").write_text((d / "client.pub").read_text() + (d / "encrypted.pub").read_text())
+    _keygen(d / "hostkey")
+    _keygen(d / "hostkey2")
+    return d
+
+
+@pytest.fixture(scope="module")
+def start_sshd(keys_dir) -> Iterator[Callable[..., Sshd]]:
+    started: list[Sshd] = []
+
+    def start(*, streamlocal: bool = True, host_key: str = "hostkey", port: int | None = None) -> Sshd:
+        server = Sshd(
+            keys_dir, port or _free_port(), keys_dir / host_key, keys_dir / "client", streamlocal=streamlocal
+        )
+        server.start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def sshd(start_sshd) -> Sshd:
+    return start_sshd()
+
+
+@pytest.fixture(autouse=True)
+def no_agent(monkeypatch):
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+
+
+@pytest.fixture
+def conn(sshd) -> Iterator[Connection]:
+    with connect(sshd.target(), host_keys=HostKeyStore()) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def busybox_image() -> Iterator[str]:
+    """A tiny image made from the machine's static busybox (nothing can be pulled here)."""
+    local = docker.from_env()
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        tar.add("/bin/busybox", arcname="bin/busybox")
+        for applet in ("sh", "echo", "sleep", "cat", "true"):
+            link = tarfile.TarInfo(f"bin/{applet}")
+            link.type, link.linkname = tarfile.SYMTYPE, "busybox"
+            tar.addfile(link)
+    subprocess.run(
+        ["docker", "import", "--change", f"LABEL {LABEL}=1", "-", IMAGE],
+        input=buf.getvalue(),
+        check=True,
+        capture_output=True,
+    )
+    yield IMAGE
+    for c in local.containers.list(all=True, filters={"label": LABEL}):
+        c.remove(force=True)
+    local.images.remove(IMAGE, force=True)
+    local.close()
+
+
+# --- connecting ---------------------------------------------------------------------------------------
+
+
+def test_one_transport_serves_commands_files_and_docker(sshd):
+    before = sshd.logins()
+    config = ClusterConfig(nodes=[Node(address="127.0.0.1", port=str(sshd.port), user=USER)])
+    config.ssh_key_path = str(sshd.client_key)
+    with Connections(config, host_keys=HostKeyStore()) as conns:
+        node = config.nodes[0]
+        first = conns.get(node)
+        assert first.run("echo hello").stdout == b"hello\n"
+        first.write_file(f"{sshd.dir}/reuse/a", b"a", 0o644)
+        assert conns.docker(node).ping()
+        assert conns.get(node) is first
+        assert conns.get(node).transport is first.transport
+        assert conns.opened == 1
+    assert sshd.logins() - before == 1
+
+
+def test_run_passes_stdin_and_reports_status_and_stderr(conn):
+    done = conn.run("cat; echo oops >&2; exit 3", input=b"x" * 300_000)
+    assert done.rc == 3
+    assert done.stdout == b"x" * 300_000
+    assert done.stderr == b"oops\n"
+
+
+def test_run_timeout_is_a_connect_error(conn):
+    with pytest.raises(ConnectError, match=r"timed out after 0\.5s"):
+        conn.run("sleep 5", timeout=0.5)
+    assert conn.run("true").rc == 0  # the connection survives
+
+
+def test_closed_port_is_connection_refused():
+    port = _free_port()
+    with pytest.raises(ConnectError) as e:
+        connect(SSHTarget("127.0.0.1", port, USER, name="node-a"), host_keys=HostKeyStore())
+    assert str(e.value) == f"node-a: ssh: connection refused on port {port}: no SSH server listens there"
+    assert e.value.exit_status == ExitStatus.CONNECT
+
+
+def test_wrong_key_lists_the_methods_tried(sshd, keys_dir):
+    with pytest.raises(ConnectError) as e:
+        connect(sshd.target(keys_dir / "wrong"), host_keys=HostKeyStore())
+    message = str(e.value)
+    assert f"authentication as {USER} failed" in message
+    assert f"publickey with {keys_dir / 'wrong'} (rejected)" in message
+    assert "correct SSH username" in message
+
+
+def test_wrong_key_tries_the_agent_when_one_runs(sshd, keys_dir, monkeypatch):
+    monkeypatch.setenv("SSH_AUTH_SOCK", str(keys_dir / "no-agent.sock"))
+    with pytest.raises(ConnectError, match=r"agent: no keys in the agent"):
+        connect(sshd.target(keys_dir / "wrong"), host_keys=HostKeyStore())
+
+
+def test_agent_auth_without_agent_says_so(sshd):
+    target = SSHTarget("127.0.0.1", sshd.port, USER, ssh_agent_auth=True)
+    with pytest.raises(ConnectError, match=r"agent: no agent running \(SSH_AUTH_SOCK unset\)"):
+        connect(target, host_keys=HostKeyStore())
+
+
+def test_missing_key_file_uses_rkes_wording(sshd, keys_dir):
+    with pytest.raises(ConnectError) as e:
+        connect(sshd.target(keys_dir / "nope"), host_keys=HostKeyStore())
+    assert str(e.value).endswith(
+        f"SSH key file {keys_dir / 'nope'} does not exist. "
+        "Please check if the configured key or specified key file is a valid SSH Private Key"
+    )
+
+
+def test_encrypted_key_with_passphrase_from_env(sshd, keys_dir, monkeypatch):
+    monkeypatch.setenv(PASSPHRASE_ENV, "correct horse")
+    with connect(sshd.target(keys_dir / "encrypted"), host_keys=HostKeyStore(), keys=KeyLoader()) as c:
+        assert c.run("echo ok").stdout == b"ok\n"
+
+
+def test_encrypted_key_without_passphrase_names_the_variable(sshd, keys_dir, monkeypatch):
+    monkeypatch.delenv(PASSPHRASE_ENV, raising=False)
+    with pytest.raises(ConnectError) as e:
+        connect(sshd.target(keys_dir / "encrypted"), host_keys=HostKeyStore(), keys=KeyLoader())
+    assert "is encrypted and no passphrase is available: set RKE_PY_SSH_PASSPHRASE" in str(e.value)
+    assert "correct horse" not in str(e.value)
+
+
+# --- host keys ----------------------------------------------------------------------------------------
+
+
+def test_strict_refuses_an_unknown_host(sshd):
+    with pytest.raises(ConnectError) as e:
+        connect(sshd.target(), host_keys=HostKeyStore(), policy=HostKeyPolicy.STRICT)
+    assert f"host key for 127.0.0.1:{sshd.port} is unknown (ssh-ed25519 SHA256:" in str(e.value)
+    assert "--host-key-policy is strict" in str(e.value)
+
+
+def test_accept_new_learns_and_the_pin_then_satisfies_strict(sshd):
+    store = HostKeyStore()
+    connect(sshd.target(), host_keys=store).close()
+    assert store.learned == {f"127.0.0.1:{sshd.port}": sshd.host_public_key()}
+    pinned = HostKeyStore(pinned=store.learned)
+    connect(sshd.target(), host_keys=pinned, policy=HostKeyPolicy.STRICT).close()
+    assert pinned.learned == {}
+
+
+def test_hashed_known_hosts_entry_satisfies_strict(sshd, tmp_path):
+    known = tmp_path / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{sshd.port} {sshd.host_public_key()}\n")
+    subprocess.run(["ssh-keygen", "-q", "-H", "-f", str(known)], check=True, capture_output=True)
+    assert "127.0.0.1" not in known.read_text()
+    store = HostKeyStore(known_hosts_file=str(known))
+    connect(sshd.target(), host_keys=store, policy=HostKeyPolicy.STRICT).close()
+
+
+def test_changed_host_key_is_refused_with_both_fingerprints(start_sshd, keys_dir):
+    server = start_sshd()
+    store = HostKeyStore()
+    connect(server.target(), host_keys=store).close()
+    old_fp = paramiko.PKey.from_path(keys_dir / "hostkey").fingerprint
+    server.stop()
+    server.host_key = keys_dir / "hostkey2"
+    server.start()
+    new_fp = paramiko.PKey.from_path(keys_dir / "hostkey2").fingerprint
+    pinned = HostKeyStore(pinned=store.learned)
+    with pytest.raises(ConnectError) as e:
+        connect(server.target(), host_keys=pinned)
+    message = str(e.value)
+    assert f"host key for 127.0.0.1:{server.port} has changed" in message
+    assert f"expected ssh-ed25519 {old_fp} (from cluster state)" in message
+    assert f"the server offered ssh-ed25519 {new_fp}" in message
+    assert f'remove "127.0.0.1:{server.port}" from rkePy.hostKeys' in message
+    assert pinned.learned == {}
+    connect(server.target(), host_keys=pinned, policy=HostKeyPolicy.IGNORE).close()
+    assert pinned.learned == {}
+
+
+# --- bastion ------------------------------------------------------------------------------------------
+
+
+def test_one_bastion_transport_serves_two_targets(sshd):
+    before = sshd.logins()
+    store = HostKeyStore()
+    with connect(sshd.target(), host_keys=store) as bastion:
+        a = connect(sshd.target(), host_keys=store, bastion=bastion)
+        b = connect(sshd.target(), host_keys=store, bastion=bastion)
+        assert a.transport is not b.transport
+        for tunnelled in (a, b):
+            assert tunnelled.via is bastion
+            assert isinstance(tunnelled.transport.sock, paramiko.Channel)
+            assert tunnelled.transport.sock.get_transport() is bastion.transport
+            assert tunnelled.run("echo through").stdout == b"through\n"
+        a.close()
+        b.close()
+    assert sshd.logins() - before == 3
+
+
+def test_connections_route_nodes_through_the_bastion(sshd):
+    config = ClusterConfig(
+        nodes=[Node(address="127.0.0.1", port=str(sshd.port), user=USER)],
+        bastion_host=BastionHost(address="127.0.0.1", port=str(sshd.port), user=USER),
+        ssh_key_path=str(sshd.client_key),
+    )
+    with Connections(config, host_keys=HostKeyStore()) as conns:
+        conn = conns.get(config.nodes[0])
+        assert conn.via is conns.bastion()
+        assert conns.docker(config.nodes[0]).ping()
+        assert conns.opened == 2
+
+
+def test_bastion_that_cannot_reach_the_target_says_so(sshd):
+    port = _free_port()
+    with connect(sshd.target(), host_keys=HostKeyStore()) as bastion, pytest.raises(ConnectError) as e:
+        connect(SSHTarget("127.0.0.1", port, USER, name="node-b"), host_keys=HostKeyStore(), bastion=bastion)
+    assert f"the bastion 127.0.0.1 could not connect to 127.0.0.1:{port}" in str(e.value)
+
+
+# --- files --------------------------------------------------------------------------------------------
+
+
+def test_write_file_is_atomic_private_and_creates_parents(conn, tmp_path):
+    path = tmp_path / "etc" / "kubernetes" / "ssl" / "kube-ca-key.pem"
+    conn.write_file(str(path), b"first", 0o600)
+    assert path.read_bytes() == b"first"
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert (tmp_path / "etc" / "kubernetes").stat().st_mode & 0o777 == 0o755
+    with open(path, "rb") as reader:  # a reader of the old file keeps the old content
+        conn.write_file(str(path), b"second", 0o600)
+        assert reader.read() == b"first"
+    assert path.read_bytes() == b"second"
+    assert not Path(f"{path}.rke-py-tmp").exists()
+
+
+def test_write_file_does_not_follow_a_planted_temp_symlink(conn, tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"untouched")
+    target = tmp_path / "config"
+    Path(f"{target}.rke-py-tmp").symlink_to(victim)
+    conn.write_file(str(target), b"secret", 0o600)
+    assert victim.read_bytes() == b"untouched"
+    assert target.read_bytes() == b"secret"
+    assert target.stat().st_mode & 0o777 == 0o600
+
+
+def test_read_file_and_file_hashes(conn, tmp_path):
+    files = [tmp_path / f"f {i}.pem" for i in range(20)]  # a space in the name must survive quoting
+    for i, f in enumerate(files):
+        f.write_bytes(f"content {i}".encode())
+    missing = str(tmp_path / "missing.pem")
+    hashes = conn.file_hashes([*map(str, files), missing])
+    assert hashes == {
+        **{str(f): hashlib.sha256(f"content {i}".encode()).hexdigest() for i, f in enumerate(files)},
+        missing: None,
+    }
+    assert conn.read_file(str(files[3])) == b"content 3"
+    assert conn.read_file(missing) is None
+
+
+# --- tunnels and health checks ------------------------------------------------------------------------
+
+
+def _cert(subject: str, issuer_key, issuer_name, key, *, ca: bool = False, sans=()) -> x509.Certificate:
+    now = datetime.datetime.now(datetime.UTC)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+        .issuer_name(issuer_name or x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+    )
+    if sans:
+        names = [x509.IPAddress(ipaddress.ip_address(s)) if s[0].isdigit() else x509.DNSName(s) for s in sans]
+        builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
+    return builder.sign(issuer_key, hashes.SHA256())
+
+
+def _pem(obj) -> bytes:
+    if isinstance(obj, x509.Certificate):
+        return obj.public_bytes(serialization.Encoding.PEM)
+    return obj.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+@pytest.fixture(scope="module")
+def tls_server(tmp_path_factory):
+    """An HTTPS server on 127.0.0.1 that demands a client certificate from its CA (like kube-apiserver)."""
+    d = tmp_path_factory.mktemp("tls")
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = _cert("test-ca", ca_key, None, ca_key, ca=True)
+    server_key = ec.generate_private_key(ec.SECP256R1())
+    server = _cert("kube-apiserver", ca_key, ca.subject, server_key, sans=("127.0.0.1", "localhost"))
+    client_key = ec.generate_private_key(ec.SECP256R1())
+    client = _cert("kube-admin", ca_key, ca.subject, client_key)
+    (d / "server.pem").write_bytes(_pem(server) + _pem(server_key))
+    (d / "ca.pem").write_bytes(_pem(ca))
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(d / "server.pem")
+    ctx.load_verify_locations(d / "ca.pem")
+    ctx.verify_mode = ssl.CERT_REQUIRED
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = b"ok" if self.path == "/healthz" else b"not found"
+            self.send_response(200 if self.path == "/healthz" else 404)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    plain = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True)
+    for s in (httpd, plain):
+        threading.Thread(target=s.serve_forever, daemon=True).start()
+    yield {
+        "port": httpd.server_address[1],
+        "plain_port": plain.server_address[1],
+        "ca": _pem(ca),
+        "cert": _pem(client),
+        "key": _pem(client_key),
+    }
+    for s in (httpd, plain):
+        s.shutdown()
+        s.server_close()
+
+
+def test_https_get_from_the_node_with_a_client_certificate(conn, tls_server):
+    url = f"https://localhost:{tls_server['port']}/healthz"
+    status, body = conn.https_get(
+        url, ca_pem=tls_server["ca"], cert_pem=tls_server["cert"], key_pem=tls_server["key"]
+    )
+    assert (status, body) == (200, b"ok")
+    status, _ = conn.https_get(
+        f"https://127.0.0.1:{tls_server['port']}/missing",
+        ca_pem=tls_server["ca"],
+        cert_pem=tls_server["cert"],
+        key_pem=tls_server["key"],
+    )
+    assert status == 404
+
+
+def test_https_get_without_client_certificate_fails_plainly(conn, tls_server):
+    with pytest.raises(ConnectError, match=r"GET https://127.0.0.1:\d+/healthz from the node failed"):
+        conn.https_get(f"https://127.0.0.1:{tls_server['port']}/healthz", ca_pem=tls_server["ca"])
+
+
+def test_http_get_and_a_closed_port(conn, tls_server):
+    assert conn.http_get(f"http://127.0.0.1:{tls_server['plain_port']}/healthz") == (200, b"ok")
+    port = _free_port()
+    with pytest.raises(ConnectError, match=rf"Unable to access the service on 127.0.0.1:{port}"):
+        conn.http_get(f"http://127.0.0.1:{port}/healthz")
+
+
+# --- Docker -------------------------------------------------------------------------------------------
+
+
+def test_docker_over_streamlocal_runs_a_container(conn, busybox_image):
+    client = docker_client(conn, DOCKER_SOCK)
+    assert client.api.transport_kind == "streamlocal"
+    assert client.ping()
+    assert client.version()["ApiVersion"]
+    container = client.containers.run(
+        busybox_image, ["sh", "-c", "echo hello; sleep 30"], detach=True, labels={LABEL: "1"}
+    )
+    try:
+        assert container.id in {c.id for c in client.containers.list(filters={"label": LABEL})}
+        assert container.exec_run(["echo", "from exec"]).output == b"from exec\n"
+        deadline = time.monotonic() + 10
+        while b"hello" not in container.logs() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert container.logs() == b"hello\n"
+    finally:
+        container.remove(force=True)
+    assert container.id not in {c.id for c in client.containers.list(all=True)}
+    client.close()
+
+
+def test_docker_socket_that_does_not_exist_gives_rkes_hint(conn):
+    with pytest.raises(ConnectError) as e:
+        docker_client(conn, "/run/no-such-docker.sock")
+    assert "Unable to access the Docker socket (/run/no-such-docker.sock)" in str(e.value)
+    assert "`docker ps`" in str(e.value)
+    assert "there is no socket at /run/no-such-docker.sock on the node" in str(e.value)
+
+
+@pytest.mark.skipif(shutil.which("docker") is None, reason="needs the docker CLI for dial-stdio")
+def test_docker_falls_back_to_dial_stdio_when_streamlocal_is_forbidden(start_sshd, busybox_image):
+    server = start_sshd(streamlocal=False)
+    with connect(server.target(), host_keys=HostKeyStore()) as c:
+        with pytest.raises(paramiko.ChannelException):
+            c.open_unix(DOCKER_SOCK)
+        client = docker_client(c, DOCKER_SOCK)
+        assert client.api.transport_kind == "dial-stdio"
+        assert client.ping()
+        assert IMAGE in {t for image in client.images.list() for t in image.tags}
+        client.close()
+
+
+def test_private_key_never_in_messages(sshd, keys_dir):
+    key_text = (keys_dir / "wrong").read_text()
+    target = SSHTarget("127.0.0.1", sshd.port, USER, ssh_key=key_text)
+    assert key_text not in repr(target)
+    with pytest.raises(ConnectError) as e:
+        connect(target, host_keys=HostKeyStore())
+    assert "publickey with inline ssh_key (rejected)" in str(e.value)
+    assert "PRIVATE KEY" not in str(e.value)
