@@ -6,6 +6,7 @@ nearest path the file actually contains, so "nodes[0] has no user" points at the
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable
 from typing import Any
 
@@ -20,6 +21,12 @@ def dotted(path: Path) -> str:
     for part in path:
         text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
     return text
+
+
+def did_you_mean(word: str, choices: tuple[str, ...]) -> str:
+    """' (did you mean "x"?)' for the closest choice, or "" when none is close."""
+    close = difflib.get_close_matches(word, choices, n=1)
+    return f' (did you mean "{close[0]}"?)' if close else ""
 
 
 class Findings:

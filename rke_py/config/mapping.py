@@ -13,14 +13,13 @@ could guess, but a file rke-py accepts should also work with `rke`, so the messa
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import types
 import typing
 from functools import cache
 from typing import Any
 
 from rke_py.config import schema
-from rke_py.config.findings import Findings, Path, dotted
+from rke_py.config.findings import Findings, Path, did_you_mean, dotted
 
 # YAML key -> field name, where they differ.
 RENAMES = {"kube-api": "kube_api", "kube-controller": "kube_controller"}
@@ -74,7 +73,7 @@ def _dataclass(cls: type, data: dict[str, Any], path: Path, findings: Findings) 
         elif key in EXTRA_KEYS.get(cls, ()):
             extra[key] = raw
         elif not _ignored(cls, key):
-            _unknown_key(key, path, list(fields), findings)
+            _unknown_key(key, path, [*fields, *EXTRA_KEYS.get(cls, ())], findings)
     if extra:
         values["extra"] = extra
     return cls(**{name: value for name, value in values.items() if value is not None or _nullable(cls, name)})
@@ -91,10 +90,7 @@ def _ignored(cls: type, key: str) -> bool:
 
 def _unknown_key(key: str, path: Path, known: list[str], findings: Findings) -> None:
     under = f'under "{dotted(path)}"' if path else "at the top level"
-    hint = "remove it or check the spelling"
-    close = difflib.get_close_matches(key, known, n=1)
-    if close:
-        hint += f' (did you mean "{close[0]}"?)'
+    hint = "remove it or check the spelling" + did_you_mean(key, tuple(known))
     findings.warning((*path, key), f'unknown key "{key}" {under} is ignored', hint)
 
 
