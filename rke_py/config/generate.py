@@ -13,7 +13,7 @@ import json
 import os
 import re
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -66,22 +66,24 @@ class ClusterInput:
     service_cluster_ip_range: str = defaults.SERVICE_CLUSTER_IP_RANGE
     cluster_cidr: str = defaults.CLUSTER_CIDR
     cluster_dns_server: str = defaults.CLUSTER_DNS_SERVER
-    written_by: list[str] = field(default_factory=lambda: ["rke-py config"])
+    written_by: str = "rke-py config"  # the command, quoted in the header so the file can be made again
 
 
 def roles_by_count(count: int) -> list[list[str]]:
     """Roles for `count` hosts in order: the rule `--from-vagrant`, the prompts and the lab share.
 
-    One host does everything; with two, the second only runs workloads (an even etcd count buys nothing);
-    from three on, the first three form the etcd quorum and the control plane, the rest are workers.
+    One host does everything; with two, the second only runs workloads (a second etcd member would not
+    survive more failures than one); three are three equal all-role nodes (an etcd quorum, and workers,
+    which rke-py requires); from four on, the first three form the etcd quorum and the control plane and
+    the rest are workers.
     """
-    if count <= 0:
-        return []
-    if count == 1:
-        return [["etcd", "controlplane", "worker"]]
-    if count == 2:
-        return [["etcd", "controlplane", "worker"], ["worker"]]
-    return [["etcd", "controlplane"]] * 3 + [["worker"]] * (count - 3)
+    return [_roles(index, count) for index in range(count)]
+
+
+def _roles(index: int, count: int) -> list[str]:
+    if count <= 3:
+        return list(ROLES) if index == 0 or count == 3 else ["worker"]
+    return ["etcd", "controlplane"] if index < 3 else ["worker"]
 
 
 def parse_node_option(text: str) -> NodeInput:
