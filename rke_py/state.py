@@ -20,9 +20,8 @@ from typing import Any
 from rke_py.config.schema import ClusterConfig, Node, Taint
 from rke_py.errors import RkePyError
 from rke_py.files import write_private_file
-from rke_py.pki.bundle import KUBE_ADMIN, KUBE_NODE, SERVICE_ACCOUNT, Bundle
+from rke_py.pki.bundle import KUBE_ADMIN, KUBE_NODE, SERVICE_ACCOUNT, Bundle, has_kubeconfig
 from rke_py.pki.certs import CertKeyPair
-from rke_py.pki.files import has_kubeconfig
 from rke_py.pki.kubeconfig import component_kubeconfig
 from rke_py.pki.paths import cert_path, key_path, kubeconfig_path
 

@@ -59,8 +59,13 @@ def etcd_cert_name(node: Node) -> str:
     return cert_name_for_host(node, ETCD_PREFIX)
 
 
-def is_etcd_host_cert(name: str) -> bool:
-    return name.startswith(ETCD_PREFIX + "-") and name not in EXTERNAL
+def has_kubeconfig(name: str) -> bool:
+    """RKE (`ToCertObject`) makes a component kubeconfig for every certificate but these."""
+    return (
+        name not in (CA, KUBE_APISERVER, SERVICE_ACCOUNT)
+        and ETCD_PREFIX not in name
+        and KUBELET_PREFIX not in name
+    )
 
 
 def _ip(text: str) -> IPAddress | None:
@@ -161,8 +166,7 @@ def _external_etcd(config: ClusterConfig) -> Bundle:
     etcd = config.services.etcd
     client = CertKeyPair(ETCD_CLIENT, etcd.cert, etcd.key)
     client_ca = CertKeyPair(ETCD_CLIENT_CA, etcd.ca_cert)
-    for pair in (client, client_ca):
-        pair.x509  # noqa: B018 -- parse now, so a bad PEM in cluster.yml fails before anything is deployed
+    _ = client_ca.x509  # parsed now: a bad PEM in cluster.yml fails before anything is deployed
     if not client.key_matches():
         raise CertificateError("services.etcd.key does not belong to services.etcd.cert")
     return {ETCD_CLIENT: client, ETCD_CLIENT_CA: client_ca}

@@ -11,7 +11,6 @@ from rke_py.pki.bundle import (
     CA,
     ETCD_CLIENT,
     ETCD_CLIENT_CA,
-    ETCD_PREFIX,
     KUBE_APISERVER,
     KUBE_CONTROLLER_MANAGER,
     KUBE_NODE,
@@ -24,6 +23,7 @@ from rke_py.pki.bundle import (
     Bundle,
     cert_name_for_host,
     etcd_cert_name,
+    has_kubeconfig,
 )
 from rke_py.pki.kubeconfig import component_kubeconfig
 from rke_py.pki.paths import cert_path, key_path, kubeconfig_path
@@ -39,8 +39,6 @@ CONTROLPLANE_CERTS = (
     REQUESTHEADER_CA,
     PROXY_CLIENT,
 )
-# Certificates RKE makes no kubeconfig for (`ToCertObject`); etcd and kubelet serving certs by prefix.
-NO_KUBECONFIG = (CA, KUBE_APISERVER, SERVICE_ACCOUNT)
 
 
 def node_cert_names(config: ClusterConfig, bundle: Bundle, node: Node) -> list[str]:
@@ -53,10 +51,6 @@ def node_cert_names(config: ClusterConfig, bundle: Bundle, node: Node) -> list[s
     if node.has("controlplane"):
         names += CONTROLPLANE_CERTS
     return [n for n in dict.fromkeys(names) if n in bundle]
-
-
-def has_kubeconfig(name: str) -> bool:
-    return name not in NO_KUBECONFIG and ETCD_PREFIX not in name and KUBELET_PREFIX not in name
 
 
 def node_files(config: ClusterConfig, bundle: Bundle, node: Node) -> list[FileSpec]:
