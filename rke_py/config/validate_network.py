@@ -37,7 +37,11 @@ def _cidr_hint(text: str) -> str:
 def ranges(config: ClusterConfig, findings: Findings) -> None:
     api = config.services.kube_api.service_cluster_ip_range
     controller = config.services.kube_controller.service_cluster_ip_range
-    services = _networks(api, SVC_RANGE, findings)
+    # When only kube-controller's range is written, kube-api's was copied from it: point at the written one.
+    written = (
+        SVC_RANGE if SVC_RANGE in findings.positions or CTRL_RANGE not in findings.positions else CTRL_RANGE
+    )
+    services = _networks(api, written, findings)
     if controller != api:
         findings.error(
             CTRL_RANGE,
@@ -47,16 +51,16 @@ def ranges(config: ClusterConfig, findings: Findings) -> None:
         )
     pods = _networks(config.services.kube_controller.cluster_cidr, CLUSTER_CIDR, findings)
     if services and pods:
-        _overlap(services, pods, findings)
+        _overlap(services, pods, written, findings)
     if services:
         _dns_server(config.services.kubelet.cluster_dns_server, services, findings)
 
 
-def _overlap(services: list[Network], pods: list[Network], findings: Findings) -> None:
+def _overlap(services: list[Network], pods: list[Network], service_path: Path, findings: Findings) -> None:
     for svc in services:
         for pod in pods:
             if svc.version == pod.version and svc.overlaps(pod):
-                path = CLUSTER_CIDR if CLUSTER_CIDR in findings.positions else SVC_RANGE
+                path = CLUSTER_CIDR if CLUSTER_CIDR in findings.positions else service_path
                 findings.error(
                     path,
                     f"pod network {pod} (cluster_cidr) overlaps service network {svc}",
