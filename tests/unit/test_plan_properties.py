@@ -7,6 +7,7 @@ Certificates are expensive to make, so each cluster's bundle is built once for t
 from __future__ import annotations
 
 import hashlib
+import textwrap
 from functools import cache
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 from rke_py.config import load, load_text
 from rke_py.config.schema import ClusterConfig, Node
 from rke_py.pki.bundle import Bundle, build_bundle
-from rke_py.pki.certs import make_signed
+from rke_py.pki.certs import make_ca, make_signed
 from rke_py.plan import build_plan, kubelet
 from rke_py.plan.model import ClusterPlan, ContainerSpec, NodePlan
 from rke_py.plan.nginx_proxy import CONF_DIR
@@ -512,3 +513,36 @@ def test_flags_match_the_rke_reference(address: str, component: str, flags: list
     assert (spec.privileged, spec.pid_mode) == (
         (True, "host") if component in ("kubelet", "kube-proxy") else (False, "")
     )
+
+
+def test_external_etcd_is_reached_with_its_own_client_certificate() -> None:
+    ca = make_ca("external-etcd-ca")
+    client = make_signed("external-etcd-client", ca, "etcd-client")
+    text = f"""
+nodes:
+  - {{address: 10.0.0.1, user: rke, role: [controlplane, worker]}}
+services:
+  etcd:
+    external_urls: [https://10.9.0.1:2379, https://10.9.0.2:2379]
+    path: /mycluster
+    ca_cert: {block(ca.cert_pem)}
+    cert: {block(client.cert_pem)}
+    key: {block(client.key_pem)}
+"""
+    config = load_text(text).config
+    node = build_plan(config, build_bundle(config, previous=bundle_of("single-node"))).nodes[0]
+    apiserver = container(node, "kube-apiserver")
+    assert {
+        "--etcd-servers=https://10.9.0.1:2379,https://10.9.0.2:2379",
+        "--etcd-prefix=/mycluster",
+        f"--etcd-cafile={SSL}/kube-etcd-client-ca.pem",
+        f"--etcd-certfile={SSL}/kube-etcd-client.pem",
+        f"--etcd-keyfile={SSL}/kube-etcd-client-key.pem",
+    } <= set(apiserver.entrypoint)
+    assert f"{SSL}/kube-etcd-client-key.pem" in apiserver.files
+    assert "etcd" not in {c.name for c in node.containers}
+
+
+def block(pem: str) -> str:
+    """A YAML block scalar holding `pem`, indented for a key at depth two."""
+    return "|\n" + textwrap.indent(pem, "      ")
