@@ -45,7 +45,7 @@ def cli() -> None:
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI and exit with a documented ExitStatus."""
     try:
-        cli.main(args=argv, prog_name="rke-py", standalone_mode=False)
+        status = cli.main(args=argv, prog_name="rke-py", standalone_mode=False)
     except RkePyError as exc:
         click.echo(f"error: {exc}" if not getattr(exc, "problems", None) else str(exc), err=True)
         sys.exit(exc.exit_status)
@@ -60,4 +60,4 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(ExitStatus.CONFIG)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
-    sys.exit(ExitStatus.OK)
+    sys.exit(status if isinstance(status, int) else ExitStatus.OK)
