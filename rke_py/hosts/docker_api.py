@@ -24,9 +24,9 @@ from rke_py.hosts.ssh import Connection
 
 DEFAULT_SOCKET = "/var/run/docker.sock"
 # OpenSSH's MaxSessions defaults to 10. Streamlocal channels are not sessions, but stay under it anyway;
-# dial-stdio channels are sessions and share the limit with SFTP and commands, so leave those room.
+# dial-stdio channels are sessions and share the limit with SFTP and commands (see ssh.EXEC_SLOTS).
 STREAMLOCAL_POOL = 9
-DIAL_STDIO_POOL = 7
+DIAL_STDIO_POOL = 3
 # docker-py reads the raw socket of attach/exec/log streams from `fp.channel` when the base URL starts
 # with this prefix, which is exactly what a paramiko channel offers.
 _BASE_URL = "http+docker://ssh-rke-py"

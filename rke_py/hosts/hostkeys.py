@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 import paramiko
+from paramiko.hostkeys import HostKeyEntry, InvalidHostKey
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,7 @@ class HostKeyStore:
         self.learned: dict[str, str] = {}
         self._known_hosts_file = known_hosts_file
         self._known_hosts: paramiko.HostKeys | None = None
+        self._revoked: set[str] = set()
         self._lock = threading.Lock()
 
     def known(self, host: str, port: int) -> list[KnownKey]:
@@ -89,7 +91,7 @@ class HostKeyStore:
                 keys.append(_parse_entry(host_id(host, port), entry))
             if self._known_hosts_file:
                 if self._known_hosts is None:
-                    self._known_hosts = _load_known_hosts(self._known_hosts_file)
+                    self._known_hosts, self._revoked = _load_known_hosts(self._known_hosts_file)
                 found = self._known_hosts.lookup(_known_hosts_name(host, port)) or {}
                 keys += [KnownKey(t, k.get_base64(), self._known_hosts_file) for t, k in found.items()]
             return keys
@@ -106,6 +108,10 @@ class HostKeyStore:
         name = host_id(host, port)
         offered = KnownKey(key.get_name(), key.get_base64(), "server")
         known = self.known(host, port)
+        if offered.b64 in self._revoked:
+            raise HostKeyRejected(
+                f"host key {offered} of {name} is marked @revoked in {self._known_hosts_file}; refusing it"
+            )
         if any(k.keytype == offered.keytype and k.b64 == offered.b64 for k in known):
             return
         if policy is HostKeyPolicy.IGNORE:
@@ -150,9 +156,36 @@ def _parse_entry(name: str, entry: str) -> KnownKey:
     return KnownKey(parts[0], parts[1], "cluster state")
 
 
-def _load_known_hosts(path: str) -> paramiko.HostKeys:
-    """Read an OpenSSH known_hosts file once (hashed names and `[host]:port` entries included)."""
+def _load_known_hosts(path: str) -> tuple[paramiko.HostKeys, set[str]]:
+    """Read an OpenSSH known_hosts file once: its host keys, and the blobs marked `@revoked`.
+
+    Hashed names and `[host]:port` entries are matched by paramiko.HostKeys; lines it cannot parse
+    (`@cert-authority`, unknown key types) are skipped here, since paramiko would stop at them.
+    """
+    keys = paramiko.HostKeys()
+    revoked: set[str] = set()
     try:
-        return paramiko.HostKeys(path)
+        with open(path) as f:
+            lines = f.read().splitlines()
     except OSError as e:
         raise HostKeyRejected(f"cannot read known_hosts file {path}: {e.strerror}") from None
+    for lineno, raw in enumerate(lines, 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("@revoked"):
+            parts = line.split()
+            if len(parts) >= 4:
+                revoked.add(parts[3])
+            continue
+        if line.startswith("@"):
+            continue
+        try:
+            entry = HostKeyEntry.from_line(line, lineno)
+        except (InvalidHostKey, paramiko.SSHException, ValueError) as e:
+            log.debug("%s:%d: skipped (%s)", path, lineno, e)
+            continue
+        if entry is not None:
+            for name in entry.hostnames:
+                keys.add(name, entry.key.get_name(), entry.key)
+    return keys, revoked

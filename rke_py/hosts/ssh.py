@@ -35,6 +35,9 @@ _NO_METHODS_HINT = (
     "configured the correct SSH username"
 )
 _TIMEOUT_HINT = "Please check if the node is up and is accepting SSH connections"
+# sshd allows 10 sessions (exec, sftp) per connection by default (MaxSessions); tunnels do not count.
+# 6 concurrent commands + 1 SFTP + the Docker dial-stdio fallback's 3 stay within it.
+EXEC_SLOTS = 6
 
 
 @dataclass(frozen=True)
@@ -302,6 +305,7 @@ class Connection:
         self.via = via  # the bastion connection this one is tunnelled through
         self._sftp: paramiko.SFTPClient | None = None
         self._sftp_lock = threading.Lock()
+        self._exec_slots = threading.BoundedSemaphore(EXEC_SLOTS)
 
     def __repr__(self) -> str:
         hop = f" via {self.via.target.label}" if self.via else ""
@@ -328,6 +332,10 @@ class Connection:
 
     def run(self, cmd: str, *, input: bytes | None = None, timeout: float = 60) -> Completed:
         """Run `cmd` through the login shell; feed `input` to its stdin. Times out as ConnectError."""
+        with self._exec_slots:
+            return self._run(cmd, input, timeout)
+
+    def _run(self, cmd: str, input: bytes | None, timeout: float) -> Completed:
         chan = self._session(timeout)
         try:
             chan.exec_command(cmd)

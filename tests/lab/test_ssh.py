@@ -548,3 +548,21 @@ def test_private_key_never_in_messages(sshd, keys_dir):
         connect(target, host_keys=HostKeyStore())
     assert "publickey with inline ssh_key (rejected)" in str(e.value)
     assert "PRIVATE KEY" not in str(e.value)
+
+
+def test_parallel_workers_share_one_connection(conn):
+    client = docker_client(conn, DOCKER_SOCK)
+    results: list[object] = []
+
+    def work(i: int) -> None:
+        results.append(conn.run(f"echo {i}").stdout)
+        results.append(client.ping())
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert {r for r in results if isinstance(r, bytes)} == {f"{i}\n".encode() for i in range(12)}
+    assert [r for r in results if not isinstance(r, bytes)] == [True] * 12
+    client.close()

@@ -1,0 +1,217 @@
+"""SSH targets from cluster.yml, private-key loading and the messages users see (no network)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+
+from rke_py.config.schema import BastionHost, ClusterConfig, Node
+from rke_py.errors import ConnectError, ExitStatus
+from rke_py.hosts.channels import split_url
+from rke_py.hosts.docker_api import socket_hint
+from rke_py.hosts.keys import PASSPHRASE_ENV, KeyLoader, KeyProblem, expand_home
+from rke_py.hosts.ssh import SSHTarget, bastion_target, target_for
+
+INLINE_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nnot really\n-----END OPENSSH PRIVATE KEY-----\n"
+
+
+def _config(**node) -> ClusterConfig:
+    return ClusterConfig(
+        nodes=[Node(address="10.0.0.1", user="rancher", role=["etcd"], **node)],
+        ssh_key_path="~/.ssh/cluster_key",
+    )
+
+
+# --- targets ------------------------------------------------------------------------------------------
+
+
+def test_node_inherits_the_cluster_key_path():
+    config = _config()
+    target = target_for(config.nodes[0], config)
+    assert target == SSHTarget(
+        address="10.0.0.1", port=22, user="rancher", ssh_key_path="~/.ssh/cluster_key", name="10.0.0.1"
+    )
+
+
+def test_node_key_path_wins_and_port_is_a_number():
+    config = _config(port="2222", ssh_key_path="/keys/node", hostname_override="etcd-1")
+    target = target_for(config.nodes[0], config)
+    assert (target.port, target.ssh_key_path, target.label) == (2222, "/keys/node", "etcd-1")
+
+
+def test_inline_key_wins_over_any_path_and_stays_out_of_repr():
+    config = _config(ssh_key=INLINE_KEY, ssh_key_path="/keys/node")
+    target = target_for(config.nodes[0], config)
+    assert target.ssh_key == INLINE_KEY
+    assert target.ssh_key_path == ""
+    assert "PRIVATE KEY" not in repr(target)
+
+
+def test_cluster_agent_auth_and_cert_path_apply_to_nodes():
+    config = _config()
+    config.ssh_agent_auth = True
+    config.ssh_cert_path = "~/.ssh/id_ed25519-cert.pub"
+    target = target_for(config.nodes[0], config)
+    assert target.ssh_agent_auth
+    assert target.ssh_cert_path == "~/.ssh/id_ed25519-cert.pub"
+
+
+def test_a_port_that_is_not_a_number_names_the_node():
+    config = _config(port="ssh")
+    with pytest.raises(ConnectError) as e:
+        target_for(config.nodes[0], config)
+    assert str(e.value) == "10.0.0.1: ssh: port 'ssh' is not a number"
+    assert e.value.exit_status == ExitStatus.CONNECT
+
+
+def test_no_bastion_without_bastion_host():
+    assert bastion_target(_config()) is None
+    config = _config()
+    config.bastion_host = BastionHost()
+    assert bastion_target(config) is None
+
+
+def test_bastion_inherits_the_cluster_key_path():
+    config = _config()
+    config.bastion_host = BastionHost(address="jump.example", port="2200", user="ops")
+    assert bastion_target(config) == SSHTarget(
+        address="jump.example",
+        port=2200,
+        user="ops",
+        ssh_key_path="~/.ssh/cluster_key",
+        name="bastion jump.example",
+    )
+
+
+def test_only_a_leading_tilde_slash_is_expanded():
+    assert expand_home("~/.ssh/id_rsa") == str(Path.home() / ".ssh/id_rsa")
+    assert expand_home("~other/.ssh/id_rsa") == "~other/.ssh/id_rsa"
+    assert expand_home("$HOME/.ssh/id_rsa") == "$HOME/.ssh/id_rsa"
+    assert expand_home("/etc/ssh/key") == "/etc/ssh/key"
+
+
+# --- private keys -------------------------------------------------------------------------------------
+
+
+def _write_key(
+    path: Path, key, password: bytes | None = None, fmt=serialization.PrivateFormat.OpenSSH
+) -> Path:
+    encryption = serialization.BestAvailableEncryption(password) if password else serialization.NoEncryption()
+    path.write_bytes(key.private_bytes(serialization.Encoding.PEM, fmt, encryption))
+    return path
+
+
+def _no_prompt(label: str) -> None:
+    return None
+
+
+@pytest.mark.parametrize(
+    ("key", "fmt", "name"),
+    [
+        (ed25519.Ed25519PrivateKey.generate(), serialization.PrivateFormat.OpenSSH, "ssh-ed25519"),
+        (ec.generate_private_key(ec.SECP256R1()), serialization.PrivateFormat.OpenSSH, "ecdsa-sha2-nistp256"),
+        (rsa.generate_private_key(65537, 2048), serialization.PrivateFormat.TraditionalOpenSSL, "ssh-rsa"),
+        (ed25519.Ed25519PrivateKey.generate(), serialization.PrivateFormat.PKCS8, "ssh-ed25519"),
+    ],
+)
+def test_key_formats_load(tmp_path, key, fmt, name):
+    path = _write_key(tmp_path / "key", key, fmt=fmt)
+    loaded = KeyLoader(env={}, prompt=_no_prompt).from_file(str(path))
+    assert loaded.get_name() == name
+
+
+def test_encrypted_key_uses_the_env_passphrase(tmp_path):
+    path = _write_key(tmp_path / "key", ed25519.Ed25519PrivateKey.generate(), b"s3cret pass")
+    loader = KeyLoader(env={PASSPHRASE_ENV: "s3cret pass"}, prompt=_no_prompt)
+    assert loader.from_file(str(path)).get_name() == "ssh-ed25519"
+
+
+def test_encrypted_key_without_passphrase_or_terminal_names_the_env_var(tmp_path):
+    path = _write_key(tmp_path / "key", ed25519.Ed25519PrivateKey.generate(), b"s3cret pass")
+    with pytest.raises(KeyProblem) as e:
+        KeyLoader(env={}, prompt=_no_prompt).from_file(str(path))
+    assert str(e.value).startswith(
+        f"SSH key {path} is encrypted and no passphrase is available: set {PASSPHRASE_ENV}"
+    )
+    assert "ssh_agent_auth: true" in str(e.value)
+
+
+def test_passphrase_is_asked_once_per_key_per_run(tmp_path):
+    path = _write_key(tmp_path / "key", ed25519.Ed25519PrivateKey.generate(), b"s3cret pass")
+    asked: list[str] = []
+
+    def prompt(label: str) -> str:
+        asked.append(label)
+        return "s3cret pass"
+
+    loader = KeyLoader(env={}, prompt=prompt)
+    first = loader.from_file(str(path))
+    assert loader.from_file(str(path)) is first
+    assert asked == [str(path)]
+
+
+def test_wrong_passphrase_is_named_without_revealing_it(tmp_path):
+    path = _write_key(tmp_path / "key", ed25519.Ed25519PrivateKey.generate(), b"s3cret pass")
+    with pytest.raises(KeyProblem) as e:
+        KeyLoader(env={PASSPHRASE_ENV: "guess"}, prompt=_no_prompt).from_file(str(path))
+    assert str(e.value) == f"wrong passphrase for SSH key {path} (passphrase from {PASSPHRASE_ENV})"
+
+
+def test_missing_key_file_uses_rkes_wording(tmp_path):
+    with pytest.raises(KeyProblem) as e:
+        KeyLoader(env={}, prompt=_no_prompt).from_file(str(tmp_path / "id_rsa"))
+    assert str(e.value) == (
+        f"SSH key file {tmp_path / 'id_rsa'} does not exist. "
+        "Please check if the configured key or specified key file is a valid SSH Private Key"
+    )
+
+
+def test_a_public_key_is_not_a_private_key(tmp_path):
+    key = ed25519.Ed25519PrivateKey.generate().public_key()
+    path = tmp_path / "id_ed25519.pub"
+    path.write_bytes(key.public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH))
+    with pytest.raises(KeyProblem, match=r"is not an SSH private key\. Please check if the configured key"):
+        KeyLoader(env={}, prompt=_no_prompt).from_file(str(path))
+
+
+def test_a_directory_is_not_a_key(tmp_path):
+    with pytest.raises(KeyProblem, match="is a directory"):
+        KeyLoader(env={}, prompt=_no_prompt).from_file(str(tmp_path))
+
+
+def test_inline_key_problems_do_not_echo_the_key():
+    with pytest.raises(KeyProblem) as e:
+        KeyLoader(env={}, prompt=_no_prompt).from_text(INLINE_KEY, "inline ssh_key")
+    assert "not really" not in str(e.value)
+    assert str(e.value).startswith("inline ssh_key is not an SSH private key")
+
+
+# --- wording ------------------------------------------------------------------------------------------
+
+
+def test_docker_socket_hint_is_rkes():
+    assert socket_hint("/var/run/docker.sock") == (
+        "Unable to access the Docker socket (/var/run/docker.sock). Please check if the configured user can "
+        "execute `docker ps` on the node, and if the SSH server version is at least version 6.7 or higher. "
+        "If you are using RedHat/CentOS, you can't use the user `root`."
+    )
+
+
+@pytest.mark.parametrize(
+    ("url", "parts"),
+    [
+        ("https://localhost:6443/healthz", ("localhost", 6443, "/healthz")),
+        ("http://127.0.0.1:10248/healthz?verbose", ("127.0.0.1", 10248, "/healthz?verbose")),
+        ("https://10.0.0.1", ("10.0.0.1", 443, "/")),
+    ],
+)
+def test_health_urls_split(url, parts):
+    assert split_url(url) == parts
+
+
+def test_non_http_urls_are_refused():
+    with pytest.raises(ValueError, match="not an http"):
+        split_url("tcp://localhost:2379")
