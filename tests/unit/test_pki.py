@@ -128,11 +128,12 @@ def test_cas_are_ten_year_self_signed_cas(bundle):
 
 
 def test_leaves_are_dated_from_the_ca_and_valid_ten_years(bundle):
-    ca = bundle["kube-ca"].x509
     now = dt.datetime.now(dt.UTC)
     for name, pair in bundle.items():
         if name in ("kube-ca", "kube-apiserver-requestheader-ca"):
             continue
+        signer = "kube-apiserver-requestheader-ca" if name == "kube-apiserver-proxy-client" else "kube-ca"
+        ca = bundle[signer].x509
         assert pair.x509.not_valid_before_utc == ca.not_valid_before_utc, name
         assert abs(pair.x509.not_valid_after_utc - (now + dt.timedelta(days=3650))) < dt.timedelta(minutes=5)
         assert pair.x509.public_key().key_size == 2048
