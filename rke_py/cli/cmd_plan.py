@@ -1,8 +1,7 @@
-"""`rke-py plan`: what each node must run and hold. `--offline` builds it from cluster.yml and the state
-file alone; nothing is contacted.
+"""`rke-py plan`: the actions `up` would take on each host now, from the same diff, changing nothing.
 
-The rendering functions take a ClusterPlan, so the live plan (which also needs what the hosts run) can
-print through them.
+`--offline` shows instead what each node must run and hold, built from cluster.yml and the state file
+alone; nothing is contacted.
 """
 
 from __future__ import annotations
@@ -12,55 +11,52 @@ from typing import Any
 import click
 from rich.table import Table
 
-from rke_py import config as cluster_config
-from rke_py.cli.options import config_option, output_option, strict_option
-from rke_py.cli.output import console, emit_json
-from rke_py.config.schema import ClusterConfig
-from rke_py.errors import UsageError
-from rke_py.pki.bundle import Bundle, build_bundle
-from rke_py.plan import build_plan
+from rke_py.cli.options import host_command_options
+from rke_py.cli.output import console, emit_json, print_warnings
+from rke_py.cli.render import actions_doc, print_actions
+from rke_py.cli.run import cluster_run, options_from
+from rke_py.deploy.cluster import actions, prepare
 from rke_py.plan.model import ClusterPlan, ContainerSpec, FileSpec, NodePlan
-from rke_py.state import read_state, state_path_for
+from rke_py.state import state_path_for
 
 SHORT = 12  # hash characters shown in the table
 PLANES = ("etcd", "control", "worker")
 
 
 @click.command("plan")
-@config_option
-@strict_option
-@output_option
+@host_command_options
 @click.option(
     "--offline", is_flag=True, help="Plan from cluster.yml and the state file only; contact no host."
 )
-def command(config_path: str, strict: bool, output: str, offline: bool) -> None:
-    """Show the containers and files every node must have."""
-    if not offline:
-        raise UsageError(
-            "live plan needs the hosts; use --offline to plan from cluster.yml and the state file"
-        )
-    loaded = cluster_config.load(config_path, strict=strict)
-    for warning in loaded.warnings:
-        click.echo(str(warning), err=True)
-    bundle, source = certificates(loaded.config, config_path)
-    if source == "generated":
-        click.echo(
-            f"no state file {state_path_for(config_path)}: certificates were generated in memory for this "
-            "plan, so file and spec hashes will differ from those of `rke-py up`",
-            err=True,
-        )
-    plan = build_plan(loaded.config, bundle)
-    if output == "json":
-        emit_json(plan_json(plan, source))
-    else:
-        print_plan(plan)
-
-
-def certificates(config: ClusterConfig, config_path: str) -> tuple[Bundle, str]:
-    """The state's certificates completed for `config` as `up` would, or a fresh bundle if there is none."""
-    state = read_state(state_path_for(config_path))
-    previous = (state.current.certificates or state.desired.certificates) if state else {}
-    return build_bundle(config, previous), "state" if previous else "generated"
+def command(config_path, strict, output, host_key_policy, concurrency, log_file, verbose, offline) -> None:
+    """Show what `up` would change on each host now (or, with --offline, what each node must have)."""
+    if offline:
+        desired = prepare(config_path, strict=strict)
+        print_warnings(desired.warnings)
+        if not desired.certificates_from_state:
+            click.echo(
+                f"no state file {state_path_for(config_path)}: certificates were generated in memory "
+                "for this plan, so file and spec hashes will differ from those of `rke-py up`",
+                err=True,
+            )
+        source = "state" if desired.certificates_from_state else "generated"
+        if output == "json":
+            emit_json(plan_json(desired.plan, source))
+        else:
+            print_plan(desired.plan)
+        return
+    with cluster_run("plan", config_path, log_file, verbose):
+        desired = prepare(config_path, strict=strict)
+        print_warnings(desired.warnings)
+        changes = actions(desired, options_from(host_key_policy, concurrency, verify=False))
+        if output == "json":
+            emit_json(
+                {"changes": sum(map(len, changes.values())), "hosts": actions_doc(desired.config, changes)}
+            )
+        elif any(changes.values()):
+            print_actions(console(), desired.config, changes, title="Changes `rke-py up` would make")
+        else:
+            console().print("Nothing to change: every host already matches cluster.yml.")
 
 
 def plane_containers(node: NodePlan) -> list[tuple[str, ContainerSpec]]:

@@ -7,7 +7,7 @@ import time
 import click
 
 from rke_py.cli.options import host_command_options
-from rke_py.cli.output import console, emit_json
+from rke_py.cli.output import console, emit_json, print_warnings
 from rke_py.cli.render import actions_doc, print_actions, print_report
 from rke_py.cli.run import cluster_run, options_from
 from rke_py.deploy.cluster import prepare, require_ok, up
@@ -21,6 +21,7 @@ def command(config_path, strict, output, host_key_policy, concurrency, log_file,
     with cluster_run("up", config_path, log_file, verbose):
         started = time.monotonic()
         desired = prepare(config_path, strict=strict)
+        print_warnings(desired.warnings)
         result = up(desired, options_from(host_key_policy, concurrency, verify=not no_verify))
         seconds = round(time.monotonic() - started, 1)
         if output == "json":

@@ -50,3 +50,8 @@ def emit_json(doc: Any) -> None:
 
 def console() -> Console:
     return Console(soft_wrap=True)
+
+
+def print_warnings(warnings) -> None:
+    for warning in warnings:
+        click.echo(str(warning), err=True)

@@ -59,6 +59,7 @@ class Desired:
     bundle: Bundle
     plan: ClusterPlan
     warnings: list = field(default_factory=list)
+    certificates_from_state: bool = False  # False: a new cluster, certificates made in this run
 
 
 def prepare(config_path: str | Path, *, strict: bool = False) -> Desired:
@@ -66,10 +67,10 @@ def prepare(config_path: str | Path, *, strict: bool = False) -> Desired:
     config_path = Path(config_path)
     loaded = config_pkg.load(config_path, strict=strict)
     state = read_state(state_path_for(config_path)) or ClusterState()
-    bundle = build_bundle(loaded.config, state.desired.certificates or None)
-    return Desired(
-        config_path, loaded.config, state, bundle, build_plan(loaded.config, bundle), loaded.warnings
-    )
+    previous = state.desired.certificates or state.current.certificates
+    bundle = build_bundle(loaded.config, previous or None)
+    plan = build_plan(loaded.config, bundle)
+    return Desired(config_path, loaded.config, state, bundle, plan, loaded.warnings, bool(previous))
 
 
 class Session:

@@ -31,13 +31,6 @@ def cluster_yml(tmp_path: Path) -> Path:
     return target
 
 
-def test_live_plan_is_refused_with_a_hint(cluster_yml: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(["plan", "--config", str(cluster_yml)], capsys)
-    assert code == 2
-    assert out == ""
-    assert "--offline" in err
-
-
 def test_json_plan_without_state_generates_certificates_and_says_so(
     cluster_yml: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
