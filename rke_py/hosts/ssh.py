@@ -131,7 +131,10 @@ def connect(
         options = transport.get_security_options()
         options.key_types = host_keys.preferred_algorithms(target.address, target.port, options.key_types)
         try:
-            transport.start_client(timeout=timeout)
+            # The banner wait is bounded by banner_timeout; this bounds banner + key exchange.
+            transport.start_client(timeout=2 * timeout)
+            if not transport.initial_kex_done:  # start_client returns quietly at its deadline
+                raise paramiko.SSHException(f"key exchange did not finish within {2 * timeout:g}s")
         except (paramiko.SSHException, EOFError, OSError) as e:
             raise _fail(
                 target, f"SSH handshake on port {target.port} failed: {_handshake_reason(e, timeout)}"
@@ -227,10 +230,9 @@ def _authenticate(transport: paramiko.Transport, target: SSHTarget, keys: KeyLoa
             return False
         return offer(key, what)
 
-    def with_agent(required: bool) -> bool:
+    def with_agent() -> bool:
         if not os.environ.get("SSH_AUTH_SOCK"):
-            if required:
-                tried.append("agent: no agent running (SSH_AUTH_SOCK unset)")
+            tried.append("agent: no agent running (SSH_AUTH_SOCK unset)")
             return False
         agent = paramiko.Agent()
         try:
@@ -253,11 +255,7 @@ def _authenticate(transport: paramiko.Transport, target: SSHTarget, keys: KeyLoa
 
     # ssh_agent_auth means "the agent holds the key" (RKE's answer to encrypted keys): ask it first so a
     # defaulted key file is neither read nor prompted for; otherwise the agent is the fallback.
-    steps = (
-        ((lambda: with_agent(True)), with_key)
-        if target.ssh_agent_auth
-        else (with_key, (lambda: with_agent(not target.ssh_key and not target.ssh_key_path)))
-    )
+    steps = (with_agent, with_key) if target.ssh_agent_auth else (with_key, with_agent)
     for step in steps:
         if not transport.is_active():
             break
@@ -266,8 +264,9 @@ def _authenticate(transport: paramiko.Transport, target: SSHTarget, keys: KeyLoa
     user = target.user or "(no user set)"
     if not transport.is_active():
         tried.append("the server closed the connection (too many attempts? see sshd MaxAuthTries)")
-    if local_problems and len(local_problems) == len(tried):
-        raise _fail(target, "; ".join(local_problems))
+    if local_problems and not any(t.endswith("(rejected)") or "all rejected" in t for t in tried):
+        # Nothing reached the server: the key itself is the problem; say that first.
+        raise _fail(target, "; ".join(local_problems + [t for t in tried if t.startswith("agent:")]))
     raise _fail(
         target, f"authentication as {user} failed; tried: {'; '.join(tried) or 'nothing'}. {_NO_METHODS_HINT}"
     )

@@ -64,6 +64,7 @@ class Sshd:
     host_key: Path
     client_key: Path
     streamlocal: bool = True
+    extra: str = ""
     proc: subprocess.Popen | None = field(default=None, repr=False)
 
     @property
@@ -87,7 +88,7 @@ class Sshd:
             f"AuthorizedKeysFile {self.dir}/authorized_keys\nPidFile {self.dir}/sshd-{self.port}.pid\n"
             "UsePAM no\nStrictModes no\nPermitRootLogin prohibit-password\nAllowTcpForwarding yes\n"
             f"AllowStreamLocalForwarding {'yes' if self.streamlocal else 'no'}\n"
-            "Subsystem sftp internal-sftp\n"
+            "Subsystem sftp internal-sftp\n" + self.extra
         )
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
         log = open(self.dir / f"sshd-{self.port}.log", "a")  # noqa: SIM115 - handed to the child
@@ -126,9 +127,14 @@ def keys_dir(tmp_path_factory) -> Path:
 def start_sshd(keys_dir) -> Iterator[Callable[..., Sshd]]:
     started: list[Sshd] = []
 
-    def start(*, streamlocal: bool = True, host_key: str = "hostkey", port: int | None = None) -> Sshd:
+    def start(*, streamlocal: bool = True, host_key: str = "hostkey", extra: str = "") -> Sshd:
         server = Sshd(
-            keys_dir, port or _free_port(), keys_dir / host_key, keys_dir / "client", streamlocal=streamlocal
+            keys_dir,
+            _free_port(),
+            keys_dir / host_key,
+            keys_dir / "client",
+            streamlocal=streamlocal,
+            extra=extra,
         )
         server.start()
         started.append(server)
@@ -219,12 +225,25 @@ def test_closed_port_is_connection_refused():
     assert e.value.exit_status == ExitStatus.CONNECT
 
 
+def test_a_silent_port_times_out_waiting_for_the_banner():
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        port = silent.getsockname()[1]
+        with pytest.raises(ConnectError) as e:
+            connect(SSHTarget("127.0.0.1", port, USER), host_keys=HostKeyStore(), timeout=1)
+    assert str(e.value) == (
+        f"127.0.0.1: ssh: SSH handshake on port {port} failed: no SSH banner within 1s "
+        "(is this port an SSH server?)"
+    )
+
+
 def test_wrong_key_lists_the_methods_tried(sshd, keys_dir):
     with pytest.raises(ConnectError) as e:
         connect(sshd.target(keys_dir / "wrong"), host_keys=HostKeyStore())
     message = str(e.value)
     assert f"authentication as {USER} failed" in message
-    assert f"publickey with {keys_dir / 'wrong'} (rejected)" in message
+    assert f"tried: publickey with {keys_dir / 'wrong'} (rejected); agent: no agent running" in message
     assert "correct SSH username" in message
 
 
@@ -243,9 +262,10 @@ def test_agent_auth_without_agent_says_so(sshd):
 def test_missing_key_file_uses_rkes_wording(sshd, keys_dir):
     with pytest.raises(ConnectError) as e:
         connect(sshd.target(keys_dir / "nope"), host_keys=HostKeyStore())
-    assert str(e.value).endswith(
-        f"SSH key file {keys_dir / 'nope'} does not exist. "
-        "Please check if the configured key or specified key file is a valid SSH Private Key"
+    assert str(e.value) == (
+        f"127.0.0.1: ssh: SSH key file {keys_dir / 'nope'} does not exist. "
+        "Please check if the configured key or specified key file is a valid SSH Private Key; "
+        "agent: no agent running (SSH_AUTH_SOCK unset)"
     )
 
 
@@ -261,6 +281,58 @@ def test_encrypted_key_without_passphrase_names_the_variable(sshd, keys_dir, mon
         connect(sshd.target(keys_dir / "encrypted"), host_keys=HostKeyStore(), keys=KeyLoader())
     assert "is encrypted and no passphrase is available: set RKE_PY_SSH_PASSPHRASE" in str(e.value)
     assert "correct horse" not in str(e.value)
+
+
+@pytest.fixture
+def agent(keys_dir, tmp_path, monkeypatch) -> Iterator[Callable[[Path], None]]:
+    """A real ssh-agent on a socket in tmp_path; the returned function adds a key to it."""
+    sock = tmp_path / "agent.sock"
+    proc = subprocess.Popen(["ssh-agent", "-D", "-a", str(sock)], stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 5
+    while not sock.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    monkeypatch.setenv("SSH_AUTH_SOCK", str(sock))
+
+    def add(key: Path) -> None:
+        subprocess.run(["ssh-add", "-q", str(key)], check=True, capture_output=True)
+
+    yield add
+    proc.terminate()
+    proc.wait(5)
+
+
+def test_agent_auth_logs_in_with_the_agents_key(sshd, keys_dir, agent):
+    agent(keys_dir / "client")
+    target = SSHTarget(
+        "127.0.0.1", sshd.port, USER, ssh_key_path=str(keys_dir / "absent"), ssh_agent_auth=True
+    )
+    with connect(target, host_keys=HostKeyStore()) as c:
+        assert c.run("echo agent").stdout == b"agent\n"
+
+
+def test_agent_keys_all_rejected_are_counted(sshd, keys_dir, agent):
+    agent(keys_dir / "wrong")
+    with pytest.raises(ConnectError, match=r"agent: 1 key, all rejected"):
+        connect(sshd.target(keys_dir / "wrong"), host_keys=HostKeyStore())
+
+
+def test_openssh_certificate_signed_by_a_trusted_ca(start_sshd, keys_dir, tmp_path):
+    _keygen(tmp_path / "user_ca")
+    user_key = _keygen(tmp_path / "certified")  # not in authorized_keys: only the certificate opens the door
+    subprocess.run(
+        ["ssh-keygen", "-q", "-s", str(tmp_path / "user_ca"), "-I", "rke-py", "-n", USER, f"{user_key}.pub"],
+        check=True,
+        capture_output=True,
+    )
+    server = start_sshd(extra=f"TrustedUserCAKeys {tmp_path / 'user_ca.pub'}\n")
+    plain = SSHTarget("127.0.0.1", server.port, USER, ssh_key_path=str(user_key))
+    with pytest.raises(ConnectError, match="rejected"):
+        connect(plain, host_keys=HostKeyStore())
+    certified = SSHTarget(
+        "127.0.0.1", server.port, USER, ssh_key_path=str(user_key), ssh_cert_path=f"{user_key}-cert.pub"
+    )
+    with connect(certified, host_keys=HostKeyStore()) as c:
+        assert c.run("echo cert").stdout == b"cert\n"
 
 
 # --- host keys ----------------------------------------------------------------------------------------
