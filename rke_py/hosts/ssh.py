@@ -8,6 +8,7 @@ hands the `Connection` to everything that needs the host.
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import os
 import select
@@ -283,8 +284,7 @@ def _read_cert(path: str) -> str:
 
 def _with_certificate(key: paramiko.PKey, cert: str) -> paramiko.PKey:
     """A copy of `key` that offers the OpenSSH certificate (the memoised key stays plain)."""
-    signed = key.__class__.__new__(key.__class__)
-    signed.__dict__.update(key.__dict__)
+    signed = copy.copy(key)
     try:
         signed.load_certificate(cert.strip())
     except (ValueError, paramiko.SSHException) as e:
