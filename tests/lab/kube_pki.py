@@ -23,7 +23,7 @@ def _write_key(path: Path, key: ec.EllipticCurvePrivateKey) -> None:
         handle.write(pem)
 
 
-class TestCA:
+class LabCA:
     """A self-signed CA in ``directory``; ``issue`` writes ``<name>.pem`` and ``<name>-key.pem``."""
 
     def __init__(self, directory: Path, name: str = "kube-ca") -> None:

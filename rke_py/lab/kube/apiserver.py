@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from rke_py.lab.kube import log, objects, resources, serve
 from rke_py.lab.kube.etcd import EtcdClient, EtcdError
-from rke_py.lab.kube.flags import Flags, FlagError
+from rke_py.lab.kube.flags import FlagError, Flags
 from rke_py.lab.kube.resources import Resource
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -79,6 +79,14 @@ class Request:
     namespace: str
     name: str
     subresource: str
+    body: object = None
+
+    @property
+    def object_name(self) -> str:
+        """The name the request acts on: from the URL, or for a create from the object sent."""
+        if self.name or not isinstance(self.body, dict):
+            return self.name
+        return str((self.body.get("metadata") or {}).get("name", ""))
 
 
 def validate(flags: Flags) -> None:
@@ -122,7 +130,7 @@ class Authorizer:
                 return True
             return bool(_DISCOVERY_PATHS.match(path)) and "system:authenticated" in user.groups
         read = verb in ("get", "list", "watch")
-        res, ns, name, sub = req.resource, req.namespace, req.name, req.subresource
+        res, ns, sub = req.resource, req.namespace, req.subresource
         writes = verb in ("create", "update", "patch")
         lease = res.group == "coordination.k8s.io" and res.plural == "leases"
         event = res.plural == "events" and verb in ("create", "update", "patch")
@@ -137,7 +145,7 @@ class Authorizer:
         if "system:nodes" in user.groups:
             # RKE's kube-node certificate is shared by every node (CN system:node); a per-node
             # certificate (CN system:node:<name>) may only touch its own objects.
-            own = user.name == "system:node" or user.name == f"system:node:{name}"
+            own = user.name == "system:node" or user.name == f"system:node:{req.object_name}"
             node = res.group == "" and res.plural == "nodes"
             return (
                 read
@@ -233,7 +241,7 @@ class ApiServer:
         return resources.lookup("", "v1", "namespaces", False).key(self.prefix, "", ns)
 
     def _write(self, req: Request, new: dict, old: dict, revision: int, dry_run: bool) -> dict:
-        """Store ``new`` in place of ``old`` if etcd still holds ``revision``; keep what clients may not set."""
+        """Store ``new`` over ``old`` if etcd still holds ``revision``; keep what clients may not set."""
         res = req.resource
         meta = new.setdefault("metadata", {})
         if meta.get("name", req.name) != req.name:
@@ -426,9 +434,7 @@ class Handler(serve.Handler):
         self._code = code
         self.send(code, json.dumps(body).encode(), "application/json")
 
-    def _body(self) -> object:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
+    def _body(self, raw: bytes) -> object:
         if not raw:
             return None
         try:
@@ -443,6 +449,9 @@ class Handler(serve.Handler):
         path = urllib.parse.unquote(url.path) or "/"
         query = urllib.parse.parse_qs(url.query, keep_blank_values=True)
         self._code, self._user = 0, None
+        # Read the whole body first, so an early error answer leaves the keep-alive stream clean.
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
         verb = self.command.lower()
         try:
             user = _peer_user(self.connection)
@@ -461,6 +470,7 @@ class Handler(serve.Handler):
                 self._non_resource(path, parts, query)
                 return
             req = self._request(*located)
+            req.body = self._body(raw)
             verb = req.verb
             if not self.api.authorizer.allowed(user, req.verb, path, req):
                 raise self._forbidden(user, req)
@@ -589,8 +599,11 @@ class Handler(serve.Handler):
             obj, _ = self.api.read(res, req.namespace, req.name)
             self._objects(res, [obj], obj["metadata"]["resourceVersion"], query, single=True)
             return
-        body = self._body()
+        body = req.body
         if req.verb == "delete":
+            if res.plural == "namespaces" and req.name in SYSTEM_NAMESPACES[:3]:
+                message = f'namespaces "{req.name}" is forbidden: this namespace may not be deleted'
+                raise ApiStatus(403, "Forbidden", message)
             self._reply(200, self.api.delete(req, body if isinstance(body, dict) else {}, dry_run))
             return
         content_type = (self.headers.get("Content-Type") or "application/json").split(";")[0].strip()
@@ -617,7 +630,10 @@ class Handler(serve.Handler):
             raise ApiStatus(400, "BadRequest", "the body of the request must be a JSON object")
         expected = res.group_version
         if body.get("apiVersion", expected) != expected:
-            message = f"the API version in the data ({body['apiVersion']}) does not match the expected API version ({expected})"
+            message = (
+                f"the API version in the data ({body['apiVersion']}) does not match "
+                f"the expected API version ({expected})"
+            )
             raise ApiStatus(400, "BadRequest", message)
         if not res.generic and body.get("kind", res.kind) != res.kind:
             message = f"the kind in the data ({body['kind']}) does not match the expected kind ({res.kind})"

@@ -3,6 +3,7 @@
 import calendar
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rke_py.lab.kube import VERSION
@@ -194,7 +195,7 @@ class SelectorError(ValueError):
 _REQUIREMENT = re.compile(r"^\s*(!?)\s*([A-Za-z0-9_./-]+)\s*(?:(==|=|!=)\s*([A-Za-z0-9_.-]*))?\s*$")
 
 
-def label_matcher(selector: str):  # noqa: ANN201 - a predicate
+def label_matcher(selector: str) -> Callable[[dict], bool]:
     """Equality-based label selector (``a=b,c!=d,e,!f``)."""
     tests = []
     for part in filter(None, (p.strip() for p in selector.split(","))):
@@ -220,7 +221,7 @@ def label_matcher(selector: str):  # noqa: ANN201 - a predicate
     return matches
 
 
-def field_matcher(selector: str):  # noqa: ANN201 - a predicate
+def field_matcher(selector: str) -> Callable[[dict], bool]:
     """``metadata.name`` and ``metadata.namespace`` equality, which is what kubectl sends."""
     tests = []
     for part in filter(None, (p.strip() for p in selector.split(","))):

