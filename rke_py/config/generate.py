@@ -125,7 +125,11 @@ def write_config_file(path: str | os.PathLike[str], text: str, *, force: bool = 
             fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, CONFIG_MODE)
         except FileExistsError:
             raise UsageError(f"{target} already exists; pass --force to overwrite it") from None
-        _fill(fd, text)
+        try:
+            _fill(fd, text)
+        except BaseException:
+            target.unlink(missing_ok=True)  # no half-written file that would block the next try
+            raise
         return
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:

@@ -57,8 +57,8 @@ class VagrantHost:
 def parse_ssh_config(text: str) -> list[VagrantHost]:
     """The machines in `vagrant ssh-config` output, in the order Vagrant printed them.
 
-    paramiko reads the OpenSSH syntax (quoted values, repeated IdentityFile, `Key=value`); the order of the
-    `Host` lines is kept here because paramiko only returns a set of names.
+    paramiko reads the OpenSSH syntax (quoted values, repeated IdentityFile, `Key=value`) and expands paths
+    as ssh would (`~`, `%d`); the order of the `Host` lines is kept here, as paramiko returns a set.
     """
     config = paramiko.SSHConfig.from_text(text)
     hosts = []
