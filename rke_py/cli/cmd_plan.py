@@ -28,7 +28,9 @@ PLANES = ("etcd", "control", "worker")
 @click.option(
     "--offline", is_flag=True, help="Plan from cluster.yml and the state file only; contact no host."
 )
-def command(config_path, strict, output, host_key_policy, concurrency, log_file, verbose, offline) -> None:
+def command(
+    config_path, strict, output, host_key_policy, known_hosts, concurrency, log_file, verbose, offline
+) -> None:
     """Show what `up` would change on each host now (or, with --offline, what each node must have)."""
     if offline:
         desired = prepare(config_path, strict=strict)
@@ -48,7 +50,7 @@ def command(config_path, strict, output, host_key_policy, concurrency, log_file,
     with cluster_run("plan", config_path, log_file, verbose):
         desired = prepare(config_path, strict=strict)
         print_warnings(desired.warnings)
-        changes = actions(desired, options_from(host_key_policy, concurrency, verify=False))
+        changes = actions(desired, options_from(host_key_policy, known_hosts, concurrency, verify=False))
         if output == "json":
             emit_json(
                 {"changes": sum(map(len, changes.values())), "hosts": actions_doc(desired.config, changes)}

@@ -16,7 +16,9 @@ from rke_py.errors import AbortedError, UsageError
 @click.command("remove")
 @host_command_options
 @click.option("--force", is_flag=True, help="Do not ask for confirmation.")
-def command(config_path, strict, output, host_key_policy, concurrency, log_file, verbose, force) -> None:
+def command(
+    config_path, strict, output, host_key_policy, known_hosts, concurrency, log_file, verbose, force
+) -> None:
     """Remove the Kubernetes cluster from its hosts, and its local state and kubeconfig."""
     with cluster_run("remove", config_path, log_file, verbose):
         desired = prepare(config_path, strict=strict)
@@ -27,7 +29,7 @@ def command(config_path, strict, output, host_key_policy, concurrency, log_file,
                 f"Remove the Kubernetes cluster of {config_path} from {len(desired.config.nodes)} hosts?"
             ):
                 raise AbortedError("nothing removed")
-        removed = remove(desired, options_from(host_key_policy, concurrency, verify=False))
+        removed = remove(desired, options_from(host_key_policy, known_hosts, concurrency, verify=False))
         if output == "json":
             emit_json({"ok": True, "hosts": [{"address": a, "removed": r} for a, r in removed.items()]})
         else:

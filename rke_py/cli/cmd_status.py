@@ -13,11 +13,13 @@ from rke_py.deploy.cluster import Session, prepare, require_ok
 
 @click.command("status")
 @host_command_options
-def command(config_path, strict, output, host_key_policy, concurrency, log_file, verbose) -> None:
+def command(
+    config_path, strict, output, host_key_policy, known_hosts, concurrency, log_file, verbose
+) -> None:
     """Check etcd, apiservers, every node's proxy, the leader leases and the nodes."""
     with cluster_run("status", config_path, log_file, verbose):
         desired = prepare(config_path, strict=strict)
-        with Session(desired, options_from(host_key_policy, concurrency)) as session:
+        with Session(desired, options_from(host_key_policy, known_hosts, concurrency)) as session:
             session.connect()
             report = session.verify()
         if output == "json":

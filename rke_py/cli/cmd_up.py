@@ -16,13 +16,15 @@ from rke_py.deploy.cluster import prepare, require_ok, up
 @click.command("up")
 @host_command_options
 @click.option("--no-verify", is_flag=True, help="Skip the checks at the end (status can run them later).")
-def command(config_path, strict, output, host_key_policy, concurrency, log_file, verbose, no_verify) -> None:
+def command(
+    config_path, strict, output, host_key_policy, known_hosts, concurrency, log_file, verbose, no_verify
+) -> None:
     """Create or update the cluster described by cluster.yml."""
     with cluster_run("up", config_path, log_file, verbose):
         started = time.monotonic()
         desired = prepare(config_path, strict=strict)
         print_warnings(desired.warnings)
-        result = up(desired, options_from(host_key_policy, concurrency, verify=not no_verify))
+        result = up(desired, options_from(host_key_policy, known_hosts, concurrency, verify=not no_verify))
         seconds = round(time.monotonic() - started, 1)
         if output == "json":
             emit_json(

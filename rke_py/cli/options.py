@@ -31,6 +31,12 @@ host_key_policy_option = click.option(
     help="SSH host keys: accept-new pins unknown keys in the state and refuses changed ones; "
     "strict refuses unknown keys; ignore checks nothing (not recommended).",
 )
+known_hosts_option = click.option(
+    "--known-hosts",
+    type=click.Path(dir_okay=False, exists=True),
+    default=None,
+    help="An OpenSSH known_hosts file whose keys are trusted besides those pinned in the state.",
+)
 concurrency_option = click.option(
     "--concurrency",
     type=click.IntRange(1, 500),
@@ -55,6 +61,7 @@ def host_command_options(fn):
             strict_option,
             output_option,
             host_key_policy_option,
+            known_hosts_option,
             concurrency_option,
             log_file_option,
             verbose_option,

@@ -31,5 +31,7 @@ def cluster_run(command: str, config_path: str, log_file: str | None, verbose: b
         raise
 
 
-def options_from(host_key_policy: str, concurrency: int, verify: bool = True) -> Options:
-    return Options(host_key_policy=host_key_policy, concurrency=concurrency, verify=verify)
+def options_from(
+    host_key_policy: str, known_hosts: str | None, concurrency: int, verify: bool = True
+) -> Options:
+    return Options(host_key_policy, known_hosts, concurrency, verify)

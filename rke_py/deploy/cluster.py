@@ -21,8 +21,8 @@ from rke_py.deploy.parallel import DEFAULT_CONCURRENCY, for_each
 from rke_py.deploy.preflight import preflight
 from rke_py.errors import ConnectError, HostError, PreflightError, RkePyError, VerifyError
 from rke_py.files import write_private_file
-from rke_py.hosts.docker_api import docker_client
-from rke_py.hosts.ssh import HostKeyStore, bastion_target, connect, target_for
+from rke_py.hosts.connections import Connections
+from rke_py.hosts.hostkeys import HostKeyPolicy, HostKeyStore
 from rke_py.pki.bundle import Bundle, build_bundle
 from rke_py.pki.kubeconfig import admin_kubeconfig
 from rke_py.plan import build_plan
@@ -45,6 +45,7 @@ log = logging.getLogger("rke_py.deploy")
 @dataclass
 class Options:
     host_key_policy: str = "accept-new"
+    known_hosts: str | None = None  # an OpenSSH known_hosts file trusted besides the keys pinned in the state
     concurrency: int = DEFAULT_CONCURRENCY
     verify: bool = True
 
@@ -79,44 +80,34 @@ class Session:
     def __init__(self, desired: Desired, options: Options):
         self.desired = desired
         self.options = options
-        self.host_keys = HostKeyStore(dict(desired.state.host_keys), policy=options.host_key_policy)
+        self.host_keys = HostKeyStore(desired.state.host_keys, options.known_hosts)
+        self.connections = Connections(
+            desired.config, host_keys=self.host_keys, policy=HostKeyPolicy(options.host_key_policy)
+        )
         self.targets: dict[str, Target] = {}
-        self._bastion = None
 
     def __enter__(self) -> Session:
         return self
 
     def __exit__(self, *exc) -> None:
-        self.close()
-
-    def close(self) -> None:
-        for t in self.targets.values():
-            t.conn.close()
-        if self._bastion is not None:
-            self._bastion.close()
+        self.connections.close()
 
     def connect(self) -> None:
         """Connect and observe every host in parallel; any failure stops the run before a change."""
-        config = self.desired.config
-        bastion = bastion_target(config)
-        if bastion is not None:
-            self._bastion = connect(bastion, host_keys=self.host_keys)
-        results, errors = for_each(config.nodes, self._connect_one, self.options.concurrency)
+        results, errors = for_each(self.desired.config.nodes, self._connect_one, self.options.concurrency)
         self.targets = {node.address: target for node, target in results.items()}
         if errors:
             raise _combined(errors, ConnectError)
 
     def _connect_one(self, node: Node) -> Target:
-        conn = connect(target_for(node, self.desired.config), host_keys=self.host_keys, bastion=self._bastion)
+        conn = self.connections.get(node)
         try:
-            client = docker_client(conn, node.docker_socket)
+            client = self.connections.docker(node)
             plan = self.desired.plan.node(node.address)
             facts = observe(node.address, client, conn.run, plan, self.desired.config.prefix_path)
         except HostError:
-            conn.close()
             raise
         except Exception as exc:
-            conn.close()
             raise ConnectError(node.address, "docker", str(exc)) from exc
         return Target(node.address, conn, client, facts)
 
