@@ -21,7 +21,7 @@ LOGGER = "rke_py"
 
 def setup_logging(log_file: Path | None, *, verbose: bool = False) -> None:
     """Progress to stderr (INFO), everything to the log file (DEBUG)."""
-    quiet = logging.getLogger("paramiko")  # its channel-open probes log at ERROR; rke-py reports failures itself
+    quiet = logging.getLogger("paramiko")  # its probes log at ERROR; rke-py reports failures itself
     quiet.addHandler(logging.NullHandler())
     quiet.propagate = False
     root = logging.getLogger(LOGGER)
