@@ -120,17 +120,27 @@ def write_config_file(path: str | os.PathLike[str], text: str, *, force: bool = 
     with it, a temporary file is renamed over the old one, so a failure leaves the old file intact.
     """
     target = Path(path)
-    if not force:
-        try:
-            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, CONFIG_MODE)
-        except FileExistsError:
-            raise UsageError(f"{target} already exists; pass --force to overwrite it") from None
-        try:
-            _fill(fd, text)
-        except BaseException:
-            target.unlink(missing_ok=True)  # no half-written file that would block the next try
-            raise
-        return
+    try:
+        if force:
+            _replace(target, text)
+        else:
+            _create(target, text)
+    except FileExistsError:
+        raise UsageError(f"{target} already exists; pass --force to overwrite it") from None
+    except OSError as exc:
+        raise UsageError(f"cannot write {target}: {exc.strerror or exc}") from None
+
+
+def _create(target: Path, text: str) -> None:
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, CONFIG_MODE)
+    try:
+        _fill(fd, text)
+    except BaseException:
+        target.unlink(missing_ok=True)  # no half-written file that would block the next try
+        raise
+
+
+def _replace(target: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         _fill(fd, text)

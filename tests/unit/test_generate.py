@@ -242,3 +242,9 @@ def test_written_file_has_mode_0640_whatever_the_umask(tmp_path: Path, umask: in
     assert stat.S_IMODE(path.stat().st_mode) == 0o640
     assert path.read_text() == "new\n"
     assert [p.name for p in tmp_path.iterdir()] == ["cluster.yml"]  # no temporary file left behind
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_a_missing_directory_is_a_usage_error(tmp_path: Path, force: bool):
+    with pytest.raises(UsageError, match=r"cannot write .*/nowhere/cluster.yml: No such file or directory"):
+        write_config_file(tmp_path / "nowhere" / "cluster.yml", "x\n", force=force)
