@@ -3,6 +3,7 @@
 The tests make their own certificates instead of using rke_py.pki so they test the components alone.
 """
 
+import base64
 import datetime
 import ipaddress
 import os
@@ -78,10 +79,25 @@ class LabCA:
         _write_key(key_path, key)
         return cert_path, key_path
 
-    def kubeconfig(self, name: str, server: str, cn: str, orgs: tuple[str, ...] = ()) -> Path:
-        """A kubeconfig in RKE's layout, pointing at certificate files by path."""
+    def kubeconfig(
+        self, name: str, server: str, cn: str, orgs: tuple[str, ...] = (), embed: bool = False
+    ) -> Path:
+        """A kubeconfig in RKE's layout: certificate files by path, or embedded (``embed``) like the
+        admin kubeconfig."""
         cert, key = self.issue(name, cn, orgs)
         path = self.directory / f"kubecfg-{name}.yaml"
+        if embed:
+            data = {p: base64.b64encode(p.read_bytes()).decode() for p in (self.path, cert, key)}
+            path.write_text(
+                "apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n"
+                f"    certificate-authority-data: {data[self.path]}\n"
+                f'    server: "{server}"\n  name: "lab"\n'
+                'contexts:\n- context:\n    cluster: "lab"\n    user: "kube-admin-lab"\n  name: "lab"\n'
+                'current-context: "lab"\nusers:\n- name: "kube-admin-lab"\n  user:\n'
+                f"    client-certificate-data: {data[cert]}\n    client-key-data: {data[key]}\n"
+            )
+            os.chmod(path, 0o600)
+            return path
         path.write_text(
             "apiVersion: v1\n"
             "kind: Config\n"

@@ -133,8 +133,10 @@ class Lab:
         context.load_cert_chain(str(cert), str(key))
         return Client(port, context)
 
-    def kubeconfig(self, name: str, port: int, user: str, orgs: tuple[str, ...] = ()) -> Path:
-        return self.ca.kubeconfig(name, f"https://127.0.0.1:{port}", user, orgs)
+    def kubeconfig(
+        self, name: str, port: int, user: str, orgs: tuple[str, ...] = (), embed: bool = False
+    ) -> Path:
+        return self.ca.kubeconfig(name, f"https://127.0.0.1:{port}", user, orgs, embed)
 
 
 @dataclass
@@ -244,6 +246,11 @@ def test_apiserver_authorizes_by_certificate_identity(lab: Lab, cluster: Cluster
     stranger = lab.client(cluster.port, "someone")
     assert stranger("GET", "/api/v1/nodes")[0] == 403
     assert stranger("GET", "/healthz") == (200, "ok")
+    audit = [json.loads(line) for line in (lab.directory / "audit/audit-log.json").read_text().splitlines()]
+    denied = [
+        e for e in audit if e["user"].get("username") == "someone" and e["requestURI"] == "/api/v1/nodes"
+    ]
+    assert denied and denied[-1]["responseStatus"]["code"] == 403
 
 
 def test_stale_resource_version_conflicts(cluster: Cluster) -> None:
@@ -280,10 +287,11 @@ def _acquired(proc: subprocess.Popen) -> bool:
     return b"successfully acquired lease" in proc.log_path.read_bytes()  # type: ignore[attr-defined]
 
 
-def test_one_controller_manager_leads_and_the_other_takes_over(lab: Lab, cluster: Cluster) -> None:
-    """Default timing (lease 15 s, renew deadline 10 s, retry 2 s): the survivor leads within 20 s."""
+@pytest.fixture(scope="module")
+def controller_managers(lab: Lab, cluster: Cluster) -> list[subprocess.Popen]:
+    """Two kube-controller-managers with RKE's flags and the default election timing."""
     kubeconfig = lab.kubeconfig("kube-controller-manager", cluster.port, "system:kube-controller-manager")
-    managers = [
+    return [
         lab.component(
             f"kcm-{i}",
             "kube-controller-manager",
@@ -300,6 +308,13 @@ def test_one_controller_manager_leads_and_the_other_takes_over(lab: Lab, cluster
         )
         for i in (1, 2)
     ]
+
+
+def test_one_controller_manager_leads_and_the_other_takes_over(
+    lab: Lab, cluster: Cluster, controller_managers: list[subprocess.Popen]
+) -> None:
+    """Default timing (lease 15 s, renew deadline 10 s, retry 2 s): the survivor leads within 20 s."""
+    managers = controller_managers
     wait_for("a leader", lambda: any(map(_acquired, managers)))
     time.sleep(3)  # more than one retry period: the other must still be waiting
     leaders = [m for m in managers if _acquired(m)]
@@ -357,8 +372,14 @@ def _get(conn: http.client.HTTPConnection, path: str) -> tuple[int, str]:
     return response.status, response.read().decode()
 
 
-def test_kubelet_registers_a_ready_node_with_its_taints(lab: Lab, cluster: Cluster) -> None:
+@pytest.fixture(scope="module")
+def node(lab: Lab, cluster: Cluster) -> str:
+    """A kubelet registered as lab-1, with the taint RKE gives a controlplane-only node."""
     _kubelet(lab, cluster, "lab-1")
+    return "lab-1"
+
+
+def test_kubelet_registers_a_ready_node_with_its_taints(cluster: Cluster, node: str) -> None:
     wait_for("node lab-1 Ready", lambda: _node_ready(cluster.admin, "lab-1") == "True")
     node = cluster.admin("GET", "/api/v1/nodes/lab-1")[1]
     assert node["spec"]["taints"] == [
@@ -372,7 +393,7 @@ def test_kubelet_registers_a_ready_node_with_its_taints(lab: Lab, cluster: Clust
     assert lease["spec"]["holderIdentity"] == "lab-1"
 
 
-def test_controller_manager_marks_a_silent_node_not_ready(lab: Lab, cluster: Cluster) -> None:
+def test_controller_manager_marks_a_silent_node_not_ready(lab: Lab, cluster: Cluster, node: str) -> None:
     kubelet = _kubelet(lab, cluster, "lab-2")
     wait_for("node lab-2 Ready", lambda: _node_ready(cluster.admin, "lab-2") == "True")
     kubeconfig = lab.kubeconfig("kcm-grace", cluster.port, "system:kube-controller-manager")
@@ -388,13 +409,17 @@ def test_controller_manager_marks_a_silent_node_not_ready(lab: Lab, cluster: Clu
     )
     lab.stop(kubelet, signal.SIGKILL)
     wait_for("node lab-2 NotReady", lambda: _node_ready(cluster.admin, "lab-2") == "Unknown", 15)
+    wait_for("node lab-1 Ready", lambda: _node_ready(cluster.admin, "lab-1") == "True")
     assert _node_ready(cluster.admin, "lab-1") == "True"
 
 
-def test_scheduler_and_proxy_serve_their_health_ports(lab: Lab, cluster: Cluster) -> None:
-    kubeconfig = lab.kubeconfig("kube-scheduler", cluster.port, "system:kube-scheduler")
+@pytest.fixture(scope="module")
+def scheduler(lab: Lab, cluster: Cluster) -> tuple[subprocess.Popen, int]:
+    """A kube-scheduler with RKE's flags; its kubeconfig embeds the certificate data, like the admin's,
+    and that certificate is also what the lab serves /healthz with."""
+    kubeconfig = lab.kubeconfig("kube-scheduler", cluster.port, "system:kube-scheduler", embed=True)
     secure = free_port()
-    scheduler = lab.component(
+    proc = lab.component(
         "kube-scheduler",
         "kube-scheduler",
         f"--kubeconfig={kubeconfig}",
@@ -406,11 +431,18 @@ def test_scheduler_and_proxy_serve_their_health_ports(lab: Lab, cluster: Cluster
         f"--secure-port={secure}",
         "--v=2",
     )
+    return proc, secure
+
+
+def test_scheduler_and_proxy_serve_their_health_ports(
+    lab: Lab, cluster: Cluster, scheduler: tuple[subprocess.Popen, int]
+) -> None:
+    proc, secure = scheduler
     insecure = ssl.create_default_context()
     insecure.check_hostname, insecure.verify_mode = False, ssl.CERT_NONE
     scheduler_health = lambda: http.client.HTTPSConnection("127.0.0.1", secure, context=insecure, timeout=2)  # noqa: E731
     wait_for("scheduler /healthz", lambda: _get(scheduler_health(), "/healthz") == (200, "ok"))
-    wait_for("scheduler lease", lambda: _acquired(scheduler))
+    wait_for("scheduler lease", lambda: _acquired(proc))
 
     proxy_kubeconfig = lab.kubeconfig("kube-proxy", cluster.port, "system:kube-proxy")
     health, metrics = free_port(), free_port()
@@ -436,7 +468,7 @@ def kubectl(lab: Lab, cluster: Cluster) -> Callable[..., str]:
     binary = shutil.which("kubectl")
     if binary is None:
         pytest.skip("kubectl is not on PATH; the kubectl compatibility checks need a real kubectl")
-    kubeconfig = lab.kubeconfig("kube-admin", cluster.port, "kube-admin", ("system:masters",))
+    kubeconfig = lab.kubeconfig("kube-admin", cluster.port, "kube-admin", ("system:masters",), embed=True)
     env = {**os.environ, "KUBECONFIG": str(kubeconfig), "KUBECACHEDIR": str(lab.directory / "kubectl-cache")}
 
     def run(*args: str, stdin: str | None = None) -> str:
@@ -449,7 +481,13 @@ def kubectl(lab: Lab, cluster: Cluster) -> Callable[..., str]:
     return run
 
 
-def test_kubectl_works_against_the_lab_apiserver(kubectl: Callable[..., str], cluster: Cluster) -> None:
+def test_kubectl_works_against_the_lab_apiserver(
+    kubectl: Callable[..., str],
+    cluster: Cluster,
+    node: str,
+    controller_managers: list[subprocess.Popen],
+    scheduler: tuple[subprocess.Popen, int],
+) -> None:
     wait_for("node lab-1 Ready", lambda: _node_ready(cluster.admin, "lab-1") == "True")
     nodes = kubectl("get", "nodes")
     assert nodes.splitlines()[0].split() == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
@@ -458,6 +496,7 @@ def test_kubectl_works_against_the_lab_apiserver(kubectl: Callable[..., str], cl
     assert "INTERNAL-IP" in wide[0].split()
     assert any(line.startswith("lab-1 ") and "127.0.0.1" in line.split() for line in wide)
 
+    wait_for("both leaders", lambda: any(map(_acquired, controller_managers)) and _acquired(scheduler[0]))
     leases = kubectl("-n", "kube-system", "get", "leases").splitlines()
     assert leases[0].split() == ["NAME", "HOLDER", "AGE"]
     names = {line.split()[0] for line in leases[1:]}

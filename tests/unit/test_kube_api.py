@@ -1,0 +1,145 @@
+"""Pure parts of the lab kube-apiserver: who may do what, patches, selectors and kubectl's tables."""
+
+import pytest
+
+from rke_py.lab.kube import objects, resources
+from rke_py.lab.kube.apiserver import Authorizer, Request, User
+
+LEASES = resources.lookup("coordination.k8s.io", "v1", "leases", True)
+NODES = resources.lookup("", "v1", "nodes", False)
+CONFIGMAPS = resources.lookup("", "v1", "configmaps", True)
+RBAC = Authorizer(["Node", "RBAC"])
+
+
+def allowed(
+    user: User, verb: str, res: resources.Resource, ns: str = "", name: str = "", sub: str = ""
+) -> bool:
+    body = {"metadata": {"name": name}} if verb == "create" else None
+    return RBAC.allowed(user, verb, "", Request(verb, res, ns, "" if verb == "create" else name, sub, body))
+
+
+def test_leader_election_identities_write_only_their_leases() -> None:
+    kcm = User("system:kube-controller-manager", ("system:authenticated",))
+    assert allowed(kcm, "update", LEASES, "kube-system", "kube-controller-manager")
+    assert allowed(kcm, "list", CONFIGMAPS)
+    assert not allowed(kcm, "update", LEASES, "default", "x")
+    assert not allowed(kcm, "create", CONFIGMAPS, "kube-system", "x")
+    assert allowed(kcm, "update", NODES, "", "lab-1", "status")
+
+
+def test_nodes_touch_only_their_own_objects() -> None:
+    shared = User("system:node", ("system:nodes", "system:authenticated"))  # RKE's kube-node certificate
+    own = User("system:node:lab-1", ("system:nodes", "system:authenticated"))
+    assert allowed(shared, "create", NODES, "", "lab-9")
+    assert allowed(own, "create", NODES, "", "lab-1")
+    assert not allowed(own, "create", NODES, "", "lab-2")
+    assert allowed(own, "patch", NODES, "", "lab-1", "status")
+    assert allowed(own, "create", LEASES, "kube-node-lease", "lab-1")
+    assert not allowed(own, "update", LEASES, "kube-system", "kube-scheduler")
+    assert not allowed(own, "delete", NODES, "", "lab-1")
+
+
+def test_masters_do_anything_and_strangers_nothing_but_health() -> None:
+    admin = User("kube-admin", ("system:masters", "system:authenticated"))
+    stranger = User("someone", ("system:authenticated",))
+    assert allowed(admin, "delete", NODES, "", "lab-1")
+    assert not allowed(stranger, "get", NODES, "", "lab-1")
+    assert RBAC.allowed(stranger, "get", "/healthz", None)
+    assert RBAC.allowed(stranger, "get", "/apis", None)
+    assert not RBAC.allowed(stranger, "get", "/metrics", None)
+
+
+def test_merge_patch_drops_strategic_directives() -> None:
+    obj = {"metadata": {"labels": {"a": "1", "b": "2"}}, "data": {"k": "v"}}
+    patch = {
+        "metadata": {"labels": {"a": None, "c": "3"}},
+        "$setElementOrder/x": [],
+        "data": {"$patch": "merge"},
+    }
+    assert objects.merge_patch(obj, patch) == {
+        "metadata": {"labels": {"b": "2", "c": "3"}},
+        "data": {"k": "v"},
+    }
+    assert obj["metadata"]["labels"] == {"a": "1", "b": "2"}
+
+
+def test_json_patch() -> None:
+    obj = {"spec": {"taints": [{"key": "a"}]}}
+    ops = [
+        {"op": "add", "path": "/spec/taints/-", "value": {"key": "b"}},
+        {"op": "replace", "path": "/spec/taints/0/key", "value": "z"},
+        {"op": "add", "path": "/metadata", "value": {"labels": {"x~y/z": "1"}}},
+        {"op": "remove", "path": "/metadata/labels/x~0y~1z"},
+    ]
+    assert objects.json_patch(obj, ops) == {
+        "spec": {"taints": [{"key": "z"}, {"key": "b"}]},
+        "metadata": {"labels": {}},
+    }
+    with pytest.raises(objects.PatchError):
+        objects.json_patch(obj, [{"op": "test", "path": "/spec", "value": {}}])
+
+
+def test_selectors() -> None:
+    node = {"metadata": {"name": "lab-1", "labels": {"node-role.kubernetes.io/worker": "true", "env": "lab"}}}
+    assert resources.label_matcher("env=lab,node-role.kubernetes.io/worker")(node)
+    assert not resources.label_matcher("env!=lab")(node)
+    assert resources.label_matcher("!missing")(node)
+    assert resources.field_matcher("metadata.name=lab-1")(node)
+    assert not resources.field_matcher("metadata.name!=lab-1")(node)
+    with pytest.raises(resources.SelectorError):
+        resources.field_matcher("spec.unschedulable=true")
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(5, "5s"), (119, "119s"), (150, "2m30s"), (3600, "60m"), (4 * 3600, "4h"), (3 * 86400, "3d")],
+)
+def test_ages_read_like_kubectl(seconds: int, text: str) -> None:
+    assert resources.human_duration(seconds) == text
+
+
+def test_node_table_row() -> None:
+    node = {
+        "metadata": {
+            "name": "lab-1",
+            "creationTimestamp": "2000-01-01T00:00:00Z",
+            "labels": {
+                "node-role.kubernetes.io/controlplane": "true",
+                "node-role.kubernetes.io/etcd": "true",
+            },
+        },
+        "spec": {"unschedulable": True},
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "addresses": [{"type": "InternalIP", "address": "10.0.0.2"}],
+            "nodeInfo": {"kubeletVersion": "v1.30.4-lab"},
+        },
+    }
+    table = resources.table("Node", [node], "7", "Metadata")
+    assert [c["name"] for c in table["columnDefinitions"] if c["priority"] == 0] == [
+        "Name", "Status", "Roles", "Age", "Version",
+    ]  # fmt: skip
+    cells = table["rows"][0]["cells"]
+    assert cells[:3] == ["lab-1", "Ready,SchedulingDisabled", "controlplane,etcd"]
+    assert cells[4:6] == ["v1.30.4-lab", "10.0.0.2"]
+    assert table["rows"][0]["object"]["kind"] == "PartialObjectMetadata"
+
+
+def test_discovery_names_core_resources_with_short_names() -> None:
+    core = {r["name"]: r for r in resources.resource_list("", "v1")["resources"]}
+    assert core["nodes"]["namespaced"] is False and core["nodes"]["shortNames"] == ["no"]
+    assert core["configmaps"]["shortNames"] == ["cm"] and core["namespaces"]["shortNames"] == ["ns"]
+    assert core["nodes/status"]["verbs"] == ["get", "patch", "update"]
+    groups = {g["name"] for g in resources.api_group_list()["groups"]}
+    assert {"coordination.k8s.io", "apps", "rbac.authorization.k8s.io", "batch"} <= groups
+
+
+def test_keys_follow_the_real_etcd_layout() -> None:
+    assert NODES.key("/registry", "", "lab-1") == "/registry/minions/lab-1"
+    assert (
+        LEASES.key("/registry", "kube-system", "kube-scheduler")
+        == "/registry/leases/kube-system/kube-scheduler"
+    )
+    widget = resources.lookup("apps", "v1", "widgets", True)
+    assert widget is not None and widget.key("/registry", "ns", "w") == "/registry/apps/widgets/ns/w"
+    assert resources.lookup("nope.example.com", "v1", "widgets", True) is None
