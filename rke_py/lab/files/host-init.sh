@@ -1,0 +1,51 @@
+#!/bin/sh
+# PID 1's child in a lab host (docker-init/tini is PID 1 and reaps orphans).
+# Makes the container behave like a machine: writable /sys and cgroups, shared mounts for the
+# kubelet's bind propagation, a fresh /run after every restart, then dockerd and sshd.
+set -u
+
+log() { echo "lab-init: $*"; }
+
+# /sys and each cgroup v1 controller arrive read-only; a plain remount of a cgroup says "busy".
+mount -o remount,rw /sys || log "cannot remount /sys rw"
+while read -r _ mnt fstype _; do
+    [ "$fstype" = cgroup ] || continue
+    mount -o remount,bind,rw "$mnt" || log "cannot remount $mnt rw"
+done < /proc/mounts
+mount -o remount,rw /sys/fs/cgroup 2>/dev/null || true
+
+# Bind mounts with shared/slave propagation (kubelet's /var/lib/kubelet) need shared parents.
+mount --make-rshared /
+
+# A fresh /run: stale pid files from before a `docker restart` would stop dockerd from starting.
+mount -t tmpfs -o mode=0755,nosuid,nodev tmpfs /run
+mkdir -p /run/sshd /run/lock /var/log /var/lib/docker
+chmod 0755 /run/sshd
+
+ssh-keygen -A >/dev/null
+
+dockerd --config-file /etc/docker/daemon.json >>/var/log/dockerd.log 2>&1 &
+dockerd_pid=$!
+/usr/sbin/sshd -D -e >>/var/log/sshd.log 2>&1 &
+sshd_pid=$!
+log "started dockerd ($dockerd_pid) and sshd ($sshd_pid)"
+
+stop() {
+    log "stopping"
+    kill -TERM "$sshd_pid" "$dockerd_pid" 2>/dev/null
+    wait "$dockerd_pid"
+    exit 0
+}
+trap stop TERM INT
+
+# Keep running while either daemon runs; a dead dockerd is restarted so the host heals itself.
+while :; do
+    if ! kill -0 "$dockerd_pid" 2>/dev/null; then
+        log "dockerd exited; restarting it"
+        rm -f /run/docker.pid /run/docker/containerd/containerd.pid
+        dockerd --config-file /etc/docker/daemon.json >>/var/log/dockerd.log 2>&1 &
+        dockerd_pid=$!
+    fi
+    sleep 2 &
+    wait $!
+done

