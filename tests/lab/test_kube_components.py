@@ -275,6 +275,12 @@ def test_stale_resource_version_conflicts(cluster: Cluster) -> None:
     code, conflict = admin("PUT", leases_path("kube-system", "cas"), stale)
     assert (code, conflict["reason"]) == (409, "Conflict")
     assert admin("GET", leases_path("kube-system", "cas"))[1]["spec"]["holderIdentity"] == "b"
+    code, every = admin("GET", "/apis/coordination.k8s.io/v1/leases")
+    assert (code, every["kind"]) == (200, "LeaseList")
+    assert ("kube-system", "cas") in {
+        (i["metadata"]["namespace"], i["metadata"]["name"]) for i in every["items"]
+    }
+    assert int(every["metadata"]["resourceVersion"]) >= int(updated["metadata"]["resourceVersion"])
 
 
 def _holder(admin: Client, name: str) -> str:
@@ -505,6 +511,9 @@ def test_kubectl_works_against_the_lab_apiserver(
     assert kubectl("get", "--raw", "/healthz") == "ok"
     namespaces = {line.split()[0] for line in kubectl("get", "ns").splitlines()[1:]}
     assert {"default", "kube-system", "kube-public", "kube-node-lease"} <= namespaces
+    services = kubectl("get", "services", "-A").splitlines()
+    assert services[0].split() == ["NAMESPACE", "NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE"]
+    assert services[1].split()[:6] == ["default", "kubernetes", "ClusterIP", "10.43.0.1", "<none>", "443/TCP"]
 
     manifest = (
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: lab-demo\n  namespace: kube-system\n"

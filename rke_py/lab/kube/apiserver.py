@@ -196,7 +196,9 @@ class ApiServer:
     def list(self, res: Resource, ns: str) -> tuple[list[dict], int]:
         base = res.key(self.prefix, ns)
         kvs, revision = self.etcd.list(base)
-        items = [self._decode(kv) for kv in kvs if "/" not in kv.key[len(base) :]]
+        # Keys are <base><name>, or <base><namespace>/<name> when listing across namespaces.
+        depth = 1 if res.namespaced and not ns else 0
+        items = [self._decode(kv) for kv in kvs if kv.key[len(base) :].count("/") == depth]
         return items, revision
 
     def create(self, res: Resource, ns: str, obj: dict, dry_run: bool = False) -> dict:
@@ -590,7 +592,7 @@ class Handler(serve.Handler):
                 if query.get("labelSelector", [""])[0]:
                     items = list(filter(resources.label_matcher(query["labelSelector"][0]), items))
                 if query.get("fieldSelector", [""])[0]:
-                    items = list(filter(resources.field_matcher(query["fieldSelector"][0]), items))
+                    items = list(filter(resources.field_matcher(query["fieldSelector"][0], res.kind), items))
             except resources.SelectorError as exc:
                 raise ApiStatus(400, "BadRequest", str(exc)) from None
             self._objects(res, items, str(revision), query, single=False)

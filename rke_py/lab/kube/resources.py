@@ -21,6 +21,7 @@ class Resource:
     short_names: tuple[str, ...] = ()
     store: str = ""  # the etcd key segment, when it is not the plural (nodes live under "minions")
     subresources: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
     generic: bool = field(default=False, compare=False)
 
     @property
@@ -46,6 +47,7 @@ def _r(group: str, version: str, spec: str, namespaced: bool = True, **extra: ob
 
 
 _STATUS = ("status",)
+_ALL = ("all",)
 RESOURCES: list[Resource] = [
     _r("", "v1", "configmaps ConfigMap cm"),
     _r("", "v1", "endpoints Endpoints ep", store="services/endpoints"),
@@ -55,12 +57,12 @@ RESOURCES: list[Resource] = [
     _r("", "v1", "nodes Node no", False, store="minions", subresources=_STATUS),
     _r("", "v1", "persistentvolumeclaims PersistentVolumeClaim pvc", subresources=_STATUS),
     _r("", "v1", "persistentvolumes PersistentVolume pv", False, subresources=_STATUS),
-    _r("", "v1", "pods Pod po", subresources=_STATUS),
-    _r("", "v1", "replicationcontrollers ReplicationController rc", subresources=_STATUS),
+    _r("", "v1", "pods Pod po", subresources=_STATUS, categories=_ALL),
+    _r("", "v1", "replicationcontrollers ReplicationController rc", subresources=_STATUS, categories=_ALL),
     _r("", "v1", "resourcequotas ResourceQuota quota", subresources=_STATUS),
     _r("", "v1", "secrets Secret"),
     _r("", "v1", "serviceaccounts ServiceAccount sa"),
-    _r("", "v1", "services Service svc", store="services/specs", subresources=_STATUS),
+    _r("", "v1", "services Service svc", store="services/specs", subresources=_STATUS, categories=_ALL),
     _r(
         "admissionregistration.k8s.io",
         "v1",
@@ -75,13 +77,19 @@ RESOURCES: list[Resource] = [
     ),
     _r("apiextensions.k8s.io", "v1", "customresourcedefinitions CustomResourceDefinition crd crds", False),
     _r("apps", "v1", "controllerrevisions ControllerRevision"),
-    _r("apps", "v1", "daemonsets DaemonSet ds", subresources=_STATUS),
-    _r("apps", "v1", "deployments Deployment deploy", subresources=_STATUS),
-    _r("apps", "v1", "replicasets ReplicaSet rs", subresources=_STATUS),
-    _r("apps", "v1", "statefulsets StatefulSet sts", subresources=_STATUS),
-    _r("autoscaling", "v2", "horizontalpodautoscalers HorizontalPodAutoscaler hpa", subresources=_STATUS),
-    _r("batch", "v1", "cronjobs CronJob cj", subresources=_STATUS),
-    _r("batch", "v1", "jobs Job", subresources=_STATUS),
+    _r("apps", "v1", "daemonsets DaemonSet ds", subresources=_STATUS, categories=_ALL),
+    _r("apps", "v1", "deployments Deployment deploy", subresources=_STATUS, categories=_ALL),
+    _r("apps", "v1", "replicasets ReplicaSet rs", subresources=_STATUS, categories=_ALL),
+    _r("apps", "v1", "statefulsets StatefulSet sts", subresources=_STATUS, categories=_ALL),
+    _r(
+        "autoscaling",
+        "v2",
+        "horizontalpodautoscalers HorizontalPodAutoscaler hpa",
+        subresources=_STATUS,
+        categories=_ALL,
+    ),
+    _r("batch", "v1", "cronjobs CronJob cj", subresources=_STATUS, categories=_ALL),
+    _r("batch", "v1", "jobs Job", subresources=_STATUS, categories=_ALL),
     _r("coordination.k8s.io", "v1", "leases Lease"),
     _r("networking.k8s.io", "v1", "ingressclasses IngressClass", False),
     _r("networking.k8s.io", "v1", "ingresses Ingress ing", subresources=_STATUS),
@@ -153,6 +161,8 @@ def resource_list(group: str, version: str) -> dict | None:
         }
         if res.short_names:
             entry["shortNames"] = list(res.short_names)
+        if res.categories:
+            entry["categories"] = list(res.categories)
         entries.append(entry)
         for sub in res.subresources:
             entries.append(
@@ -221,20 +231,45 @@ def label_matcher(selector: str) -> Callable[[dict], bool]:
     return matches
 
 
-def field_matcher(selector: str) -> Callable[[dict], bool]:
-    """``metadata.name`` and ``metadata.namespace`` equality, which is what kubectl sends."""
+_FIELDS = {
+    "Pod": {
+        "spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
+        "spec.hostNetwork", "status.phase", "status.podIP", "status.nominatedNodeName",
+    },
+    "Node": {"spec.unschedulable"},
+    "Event": {
+        "involvedObject.kind", "involvedObject.namespace", "involvedObject.name", "involvedObject.uid",
+        "involvedObject.apiVersion", "involvedObject.resourceVersion", "involvedObject.fieldPath",
+        "reason", "reportingComponent", "source", "type",
+    },
+    "Secret": {"type"},
+    "Namespace": {"status.phase"},
+}  # fmt: skip
+
+
+def _field(obj: dict, path: str) -> str:
+    value: object = obj
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "" if value is None else str(value)
+
+
+def field_matcher(selector: str, kind: str = "") -> Callable[[dict], bool]:
+    """Field selectors on the fields the real apiserver supports for ``kind`` (metadata.name and
+    metadata.namespace everywhere); any other field is refused as the real one refuses it."""
+    supported = {"metadata.name", "metadata.namespace"} | _FIELDS.get(kind, set())
     tests = []
     for part in filter(None, (p.strip() for p in selector.split(","))):
-        key, op, value = (
-            re.match(r"^([^!=]+)(==|=|!=)(.*)$", part).groups() if "=" in part else (part, "", "")
-        )
-        if key not in ("metadata.name", "metadata.namespace") or not op:
+        match = re.match(r"^([^!=]+)(==|=|!=)(.*)$", part)
+        key = match.group(1) if match else part
+        if not match or key not in supported:
             raise SelectorError(f'field label not supported: "{key}"')
-        tests.append((key.split(".")[1], op, value))
+        tests.append((key, match.group(2) == "!=", match.group(3)))
 
     def matches(obj: dict) -> bool:
-        meta = obj.get("metadata", {})
-        return all((meta.get(k, "") == v) == (op != "!=") for k, op, v in tests)
+        return all((_field(obj, key) == value) != negate for key, negate, value in tests)
 
     return matches
 
@@ -356,6 +391,26 @@ def _columns(kind: str) -> tuple[list[dict], object]:
         return [_NAME, holder, _AGE], lambda o: [
             o["metadata"]["name"],
             o.get("spec", {}).get("holderIdentity", ""),
+            _age(o),
+        ]
+    if kind == "Service":
+        columns = [
+            _NAME,
+            _column("Type", "Type of the service."),
+            _column("Cluster-IP", "IP of the service."),
+            _column("External-IP", "External IPs of the service."),
+            _column("Port(s)", "Ports of the service."),
+            _AGE,
+        ]
+        return columns, lambda o: [
+            o["metadata"]["name"],
+            o.get("spec", {}).get("type", "ClusterIP"),
+            o.get("spec", {}).get("clusterIP", "<none>"),
+            ",".join(o.get("spec", {}).get("externalIPs") or []) or "<none>",
+            ",".join(
+                f"{p.get('port')}/{p.get('protocol', 'TCP')}" for p in o.get("spec", {}).get("ports") or []
+            )
+            or "<none>",
             _age(o),
         ]
     if kind == "Namespace":
