@@ -1,7 +1,9 @@
 """Flag parsing of the lab Kubernetes components: the real names are accepted, anything else refused."""
 
+import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -163,3 +165,32 @@ def test_components_need_only_the_standard_library() -> None:
         [sys.executable, "-S", "-c", code], cwd=repo, capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stderr
+
+
+@pytest.fixture
+def keep_sigterm() -> Iterator[None]:
+    """main() installs a SIGTERM handler, as a component should; give the test process its own back."""
+    previous = signal.getsignal(signal.SIGTERM)
+    yield
+    signal.signal(signal.SIGTERM, previous)
+
+
+@pytest.mark.usefixtures("keep_sigterm")
+def test_a_broken_kubeconfig_ends_the_component_with_one_clear_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubeconfig = tmp_path / "kubecfg.yaml"
+    kubeconfig.write_text("clusters: [\n")
+    assert main(["kube-scheduler", f"--kubeconfig={kubeconfig}", "--secure-port=0"]) == 1
+    err = capsys.readouterr().err
+    assert "unsupported YAML value" in err and "Traceback" not in err
+
+    kubeconfig.write_text(
+        "clusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:1\n"
+        "contexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\n"
+        f"users:\n- name: u\n  user:\n    client-certificate: {tmp_path}/missing.pem\n"
+        f"    client-key: {tmp_path}/missing-key.pem\n"
+    )
+    assert main(["kube-proxy", f"--kubeconfig={kubeconfig}"]) == 1
+    err = capsys.readouterr().err
+    assert "No such file or directory" in err and "Traceback" not in err

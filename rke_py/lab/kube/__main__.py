@@ -2,9 +2,11 @@
 
 import os
 import signal
+import ssl
 import sys
 
 from rke_py.lab.kube import COMPONENTS, VERSION, flags, log
+from rke_py.lab.kube.kubeconfig import KubeconfigError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,6 +38,10 @@ def main(argv: list[str] | None = None) -> int:
         _run(component, parsed)
     except flags.FlagError as exc:
         sys.stderr.write(f"Error: {exc}\n")
+        return 1
+    except (KubeconfigError, ssl.SSLError, OSError) as exc:
+        # Unreadable certificates or kubeconfigs: one clear line for `docker logs`, no traceback.
+        log.error(f"{component}: {exc}")
         return 1
     except KeyboardInterrupt:
         return 0

@@ -7,6 +7,7 @@ import random
 import re
 import ssl
 import string
+import sys
 import threading
 import time
 import urllib.parse
@@ -398,8 +399,14 @@ class ApiServer:
             "requestReceivedTimestamp": stamp,
             "stageTimestamp": stamp,
         }
-        with self._audit_lock, open(str(self.audit_path), "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(event) + "\n")
+        line = json.dumps(event) + "\n"
+        with self._audit_lock:
+            if self.audit_path == "-":
+                sys.stdout.write(line)
+                sys.stdout.flush()
+                return
+            with open(str(self.audit_path), "a", encoding="utf-8") as handle:
+                handle.write(line)
 
 
 def _peer_user(sock: ssl.SSLSocket) -> User | None:

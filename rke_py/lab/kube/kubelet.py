@@ -183,7 +183,7 @@ class Kubelet:
         period = float(self.flags.get("node-status-update-frequency", 10.0))
         while True:
             try:
-                if not self.registered:
+                if not self.registered and self.flags.get("register-node", True):
                     self.register()
                 self.heartbeat()
             except ApiError as exc:
