@@ -49,18 +49,39 @@ def test_masters_do_anything_and_strangers_nothing_but_health() -> None:
     assert not RBAC.allowed(stranger, "get", "/metrics", None)
 
 
-def test_merge_patch_drops_strategic_directives() -> None:
-    obj = {"metadata": {"labels": {"a": "1", "b": "2"}}, "data": {"k": "v"}}
-    patch = {
-        "metadata": {"labels": {"a": None, "c": "3"}},
-        "$setElementOrder/x": [],
-        "data": {"$patch": "merge"},
-    }
+def test_merge_patch() -> None:
+    obj = {"metadata": {"labels": {"a": "1", "b": "2"}}, "spec": {"taints": [{"key": "t"}]}}
+    patch = {"metadata": {"labels": {"a": None, "c": "3"}}, "spec": {"taints": [{"key": "u"}]}}
     assert objects.merge_patch(obj, patch) == {
         "metadata": {"labels": {"b": "2", "c": "3"}},
-        "data": {"k": "v"},
+        "spec": {"taints": [{"key": "u"}]},
     }
     assert obj["metadata"]["labels"] == {"a": "1", "b": "2"}
+
+
+def test_strategic_merge_patch_merges_lists_by_their_merge_key() -> None:
+    deployment = {
+        "spec": {
+            "containers": [
+                {"name": "a", "image": "a:1", "ports": [{"containerPort": 80}]},
+                {"name": "b", "image": "b:1"},
+            ],
+            "args": ["x", "y"],
+        }
+    }
+    patch = {
+        "spec": {
+            "$setElementOrder/containers": [{"name": "c"}, {"name": "a"}],
+            "containers": [{"name": "a", "image": "a:2"}, {"name": "b", "$patch": "delete"}, {"name": "c"}],
+            "args": ["z"],
+        }
+    }
+    assert objects.strategic_merge_patch(deployment, patch) == {
+        "spec": {
+            "containers": [{"name": "c"}, {"name": "a", "image": "a:2", "ports": [{"containerPort": 80}]}],
+            "args": ["z"],
+        }
+    }
 
 
 def test_json_patch() -> None:

@@ -290,6 +290,8 @@ class ApiServer:
                     if not isinstance(patch, list):
                         raise objects.PatchError("a JSON patch must be a list of operations")
                     new = objects.json_patch(old, patch)
+                elif content_type == "application/strategic-merge-patch+json":
+                    new = objects.strategic_merge_patch(old, patch)
                 else:
                     new = objects.merge_patch(old, patch)
             except objects.PatchError as exc:
@@ -627,6 +629,9 @@ class Handler(serve.Handler):
                     "UnsupportedMediaType",
                     f'the body of the request was in an unknown format: "{content_type}"',
                 )
+            if content_type == "application/strategic-merge-patch+json" and res.generic:
+                message = f"strategic merge patch is not supported for {res.qualified}"
+                raise ApiStatus(415, "UnsupportedMediaType", message)
             self._reply(200, self.api.patch(req, content_type, body, dry_run))
             return
         if content_type != "application/json":

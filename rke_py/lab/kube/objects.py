@@ -18,18 +18,97 @@ def now_micro() -> str:
 
 
 def merge_patch(target: object, patch: object) -> object:
-    """RFC 7386 JSON merge patch. Strategic-merge directives (``$patch``, ``$setElementOrder/...``) are
-    dropped, so a strategic merge patch from kubectl applies as a plain merge patch."""
+    """RFC 7386 JSON merge patch."""
     if not isinstance(patch, dict):
         return copy.deepcopy(patch)
     result = copy.deepcopy(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
-        if key.startswith("$"):
-            continue
         if value is None:
             result.pop(key, None)
         else:
             result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+# The patchMergeKey of the built-in list fields kubectl's strategic merge patches touch.
+MERGE_KEYS = {
+    "containers": "name",
+    "initContainers": "name",
+    "ephemeralContainers": "name",
+    "volumes": "name",
+    "env": "name",
+    "imagePullSecrets": "name",
+    "volumeMounts": "mountPath",
+    "volumeDevices": "devicePath",
+    "hostAliases": "ip",
+    "conditions": "type",
+    "addresses": "type",
+    "ownerReferences": "uid",
+}
+
+
+def _merge_key(field: str, items: list) -> str | None:
+    if field == "ports":  # container ports merge on containerPort, service ports on port
+        return "containerPort" if any("containerPort" in i for i in items if isinstance(i, dict)) else "port"
+    return MERGE_KEYS.get(field)
+
+
+def _strip(value: object) -> object:
+    if isinstance(value, dict):
+        return {k: _strip(v) for k, v in value.items() if not k.startswith("$")}
+    if isinstance(value, list):
+        return [_strip(v) for v in value]
+    return value
+
+
+def _merge_list(original: list, patch: list, key: str, order: list | None) -> list:
+    merged = copy.deepcopy(original)
+    for item in patch:
+        if not isinstance(item, dict) or key not in item:
+            raise PatchError(f"strategic merge patch: list item without merge key {key!r}")
+        index = next(
+            (i for i, old in enumerate(merged) if isinstance(old, dict) and old.get(key) == item[key]), None
+        )
+        if item.get("$patch") == "delete":
+            if index is not None:
+                del merged[index]
+        elif index is None:
+            merged.append(_strip(item))
+        else:
+            merged[index] = strategic_merge_patch(merged[index], item)
+    if order:
+        rank = {entry.get(key): n for n, entry in enumerate(order) if isinstance(entry, dict)}
+        merged.sort(key=lambda entry: rank.get(entry.get(key), len(rank)))
+    return merged
+
+
+def strategic_merge_patch(target: object, patch: object) -> object:
+    """Kubernetes' strategic merge patch for built-in kinds: lists with a merge key (containers by name,
+    taints by key, ...) merge item by item, honouring ``$patch``, ``$setElementOrder``,
+    ``$deleteFromPrimitiveList`` and ``$retainKeys``; other lists are replaced."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    if patch.get("$patch") == "replace":
+        return _strip(patch)
+    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if key.startswith("$"):
+            continue
+        merge_key = _merge_key(key, value) if isinstance(value, list) else None
+        if value is None:
+            result.pop(key, None)
+        elif merge_key and all(isinstance(i, dict) for i in value) and isinstance(result.get(key), list):
+            result[key] = _merge_list(result[key], value, merge_key, patch.get(f"$setElementOrder/{key}"))
+        elif isinstance(value, dict):
+            result[key] = strategic_merge_patch(result.get(key), value)
+        else:
+            result[key] = _strip(value)
+    for key, value in patch.items():
+        if key.startswith("$deleteFromPrimitiveList/") and isinstance(result.get(key.split("/", 1)[1]), list):
+            field = key.split("/", 1)[1]
+            result[field] = [item for item in result[field] if item not in value]
+    if isinstance(patch.get("$retainKeys"), list):
+        result = {k: v for k, v in result.items() if k in patch["$retainKeys"]}
     return result
 
 
