@@ -15,10 +15,10 @@ import os
 import re
 import subprocess
 import tarfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from typing import BinaryIO
 
 BUSYBOX = "/usr/bin/busybox"
@@ -158,9 +158,6 @@ class Rootfs:
                 content = e.target or ""
             h.update(f"{e.kind} {path} {e.mode:o} {content}\n".encode())
         return h.hexdigest()
-
-    def paths(self) -> Iterable[str]:
-        return self._entries.keys()
 
     def write_tar(self, out: BinaryIO) -> None:
         """Write the root filesystem as an uncompressed tar, everything owned by root."""

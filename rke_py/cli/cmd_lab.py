@@ -1,0 +1,138 @@
+"""`rke-py lab`: local hosts in containers to try rke-py on (and to test it with)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from rke_py.cli.options import output_option
+
+name_option = click.option(
+    "--name", default="lab", show_default=True, help="Lab name (prefix of everything it makes)."
+)
+dir_option = click.option(
+    "--dir",
+    "directory",
+    envvar="RKE_PY_LAB_DIR",
+    type=click.Path(file_okay=False),
+    help="The lab's state directory  [default: ~/.local/share/rke-py/lab/<name>]",
+)
+
+
+class Progress:
+    """Step lines with elapsed time; the same plain lines whether or not stdout is a terminal, so CI
+    logs read like the screen (on a terminal they are dimmed)."""
+
+    def __init__(self) -> None:
+        self.start = time.monotonic()
+        self.tty = sys.stderr.isatty()
+
+    def __call__(self, message: str) -> None:
+        line = f"[{time.monotonic() - self.start:5.1f}s] {message}"
+        click.echo(click.style(line, dim=True) if self.tty else line, err=True)
+
+
+def docker_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Report a failing Docker engine as a lab error (exit 1 with one line), not a traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        import docker
+
+        from rke_py.lab.state import LabError
+
+        try:
+            return fn(*args, **kwargs)
+        except docker.errors.DockerException as exc:
+            raise LabError(f"docker: {exc}") from exc
+
+    return wrapper
+
+
+@click.group("lab")
+def command() -> None:
+    """Hosts as containers on this machine (sshd + dockerd each), a registry, and a ready cluster.yml."""
+
+
+@command.command()
+@name_option
+@click.option(
+    "--nodes", "-n", default=3, show_default=True, type=click.IntRange(1, 200), help="Number of hosts."
+)
+@dir_option
+@docker_errors
+def up(name: str, nodes: int, directory: str | None) -> None:
+    """Create lab NAME with N hosts (or start the hosts of an existing one)."""
+    from rke_py.lab import hosts
+
+    lab = hosts.up(name, nodes, directory, progress=Progress())
+    for host in lab.hosts:
+        click.echo(f"{host.name}  {host.address}  {','.join(host.role)}")
+    click.echo(f"cluster.yml:  {lab.cluster_yml}")
+    click.echo(f"ssh key:      {lab.key_path}")
+    click.echo(f"known_hosts:  {lab.known_hosts}")
+
+
+@command.command()
+@name_option
+@dir_option
+@click.option("--purge-registry", is_flag=True, help="Also delete the registry's storage if no lab is left.")
+@docker_errors
+def down(name: str, directory: str | None, purge_registry: bool) -> None:
+    """Remove lab NAME: its hosts, their volumes, its network and its state directory."""
+    from rke_py.lab import hosts
+
+    hosts.down(name, directory, purge_registry=purge_registry, progress=Progress())
+    click.echo(f"lab {name!r} removed")
+
+
+@command.command()
+@name_option
+@dir_option
+@output_option
+@docker_errors
+def status(name: str, directory: str | None, output: str) -> None:
+    """Show each host's address, container state, and whether its sshd and dockerd answer."""
+    from rke_py.lab import hosts
+
+    report = hosts.status(name, directory)
+    if output == "json":
+        click.echo(json.dumps(report, indent=2))
+        return
+    yes = {True: "up", False: "down"}
+    click.echo(
+        f"lab {report['name']}  subnet {report['subnet']}  registry {report['registry']['address']} "
+        f"{yes[report['registry']['up']]}"
+    )
+    click.echo(f"{'HOST':<24} {'ADDRESS':<15} {'STATE':<10} {'SSHD':<5} {'DOCKERD':<8} ROLES")
+    for h in report["hosts"]:
+        click.echo(
+            f"{h['name']:<24} {h['address']:<15} {h['state']:<10} {yes[h['sshd']]:<5} {yes[h['dockerd']]:<8} "
+            f"{','.join(h['role'])}"
+        )
+
+
+@command.command()
+@click.option("--push", is_flag=True, help="Also start the lab registry and push the cluster images to it.")
+@docker_errors
+def images(push: bool) -> None:
+    """Build the lab images that are missing (content-hash cache) and print their references."""
+    import docker
+
+    from rke_py.lab import images as lab_images
+    from rke_py.lab import registry
+
+    client = docker.from_env()
+    progress = Progress()
+    built = lab_images.ensure_images(client, progress=progress)
+    if push:
+        reg = registry.ensure(client, built["registry"], progress)
+        registry.push(client, reg, [built[n] for n in lab_images.CLUSTER_IMAGES], progress)
+    for image in built.values():
+        click.echo(image.ref)

@@ -1,0 +1,54 @@
+"""The ready-to-use cluster.yml for a lab, written like an air-gapped site's."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from ruamel.yaml import YAML
+
+from rke_py.lab.state import KUBERNETES_VERSION, Lab
+
+# system_images keys the lab fills, and the lab image behind each (rke-tools serves four, as in RKE).
+SYSTEM_IMAGES = {
+    "etcd": "etcd",
+    "alpine": "rke-tools",
+    "nginx_proxy": "rke-tools",
+    "cert_downloader": "rke-tools",
+    "kubernetes_services_sidecar": "rke-tools",
+    "kubernetes": "hyperkube",
+    "pod_infra_container": "pause",
+}
+
+
+def cluster_document(lab: Lab) -> dict[str, Any]:
+    """cluster.yml as data: images named without the registry, which `is_default` prefixes."""
+    return {
+        "cluster_name": lab.name,
+        "kubernetes_version": KUBERNETES_VERSION,
+        "ssh_key_path": str(lab.key_path),
+        "nodes": [
+            {
+                "address": host.address,
+                "hostname_override": host.name,
+                "user": "root",
+                "role": host.role,
+                "ssh_key_path": str(lab.key_path),
+            }
+            for host in lab.hosts
+        ],
+        "private_registries": [{"url": lab.registry, "is_default": True}],
+        "system_images": {key: lab.images[image] for key, image in SYSTEM_IMAGES.items()},
+    }
+
+
+def render(lab: Lab) -> str:
+    yaml = YAML()
+    yaml.default_flow_style = False
+    out = io.StringIO()
+    out.write(
+        f"# Lab cluster {lab.name!r}, written by `rke-py lab up`.\n"
+        f"# Host keys of every node are in {lab.known_hosts}.\n"
+    )
+    yaml.dump(cluster_document(lab), out)
+    return out.getvalue()

@@ -1,0 +1,343 @@
+"""Lab hosts: containers that behave like machines, each with its own sshd and dockerd.
+
+`up` builds (or reuses) the images, starts the shared registry, makes an internal network with a /24
+chosen from the lab's name, starts N hosts in parallel at stable addresses (.11, .12, ...), and writes
+the lab's key, known_hosts, cluster.yml and lab.json. `down` removes exactly what `up` made, found by
+label. `status` reports what is up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import ipaddress
+import json
+import re
+import shutil
+import socket
+import tarfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import docker
+from docker.models.containers import Container
+from docker.types import IPAMConfig, IPAMPool
+
+from rke_py.lab import clusteryml, images, keys, registry
+from rke_py.lab.images import LabImage, Progress, lab_file
+from rke_py.lab.state import (
+    CLUSTER_FILE,
+    KEY_FILE,
+    KNOWN_HOSTS_FILE,
+    LABEL,
+    LABEL_ROLE,
+    STATE_FILE,
+    Lab,
+    LabError,
+    LabHost,
+    roles_for,
+    state_dir,
+)
+
+# Flags that let a container run dockerd, cgroups and privileged inner containers on this kind of machine
+# (`--privileged` itself fails: the capability bounding set lacks CAP_SYS_RESOURCE). The CLI's
+# `--security-opt systempaths=unconfined` is empty MaskedPaths and ReadonlyPaths in the API.
+HOST_SECURITY_OPT = ["seccomp=unconfined", "apparmor=unconfined"]
+FIRST_HOST_OCTET = 11
+REGISTRY_OCTET = 2
+READY_TIMEOUT = 90.0
+_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,30}$")
+_OUR_FILES = (STATE_FILE, KEY_FILE, KEY_FILE + ".pub", KNOWN_HOSTS_FILE, CLUSTER_FILE)
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+def _check_name(name: str) -> None:
+    if not _NAME.match(name):
+        raise LabError(f"lab name {name!r}: use lowercase letters, digits and '-', at most 31 characters")
+
+
+def _machine_networks() -> list[ipaddress.IPv4Network]:
+    """Networks this machine routes to directly (a lab subnet must not shadow one of them)."""
+    nets = []
+    with open("/proc/net/route") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            dest, mask = (int(fields[1], 16).to_bytes(4, "little"), int(fields[7], 16).to_bytes(4, "little"))
+            net = ipaddress.ip_network(f"{ipaddress.IPv4Address(dest)}/{ipaddress.IPv4Address(mask)}")
+            if net.prefixlen > 0:
+                nets.append(net)
+    return nets
+
+
+def choose_subnet(client: docker.DockerClient, name: str) -> ipaddress.IPv4Network:
+    """172.30.X.0/24 with X from the lab name's hash, moved on past any subnet already in use."""
+    used: list[Any] = _machine_networks()
+    for net in client.api.networks():
+        for config in (net.get("IPAM") or {}).get("Config") or []:
+            if config.get("Subnet"):
+                used.append(ipaddress.ip_network(config["Subnet"]))
+    start = int(hashlib.sha256(name.encode()).hexdigest(), 16) % 256
+    for i in range(256):
+        candidate = ipaddress.IPv4Network(f"172.30.{(start + i) % 256}.0/24")
+        if not any(candidate.version == u.version and candidate.overlaps(u) for u in used):
+            return candidate
+    raise LabError("no free /24 left in 172.30.0.0/16 for a lab network")
+
+
+def _ensure_network(client: docker.DockerClient, lab: Lab) -> None:
+    if client.networks.list(filters={"label": f"{LABEL}={lab.name}"}):
+        return
+    subnet = ipaddress.IPv4Network(lab.subnet)
+    ipam = IPAMConfig(pool_configs=[IPAMPool(subnet=lab.subnet, gateway=str(subnet.network_address + 1))])
+    client.networks.create(
+        lab.network,
+        driver="bridge",
+        internal=True,
+        ipam=ipam,
+        labels={LABEL: lab.name, LABEL_ROLE: "network"},
+    )
+
+
+def _tar(files: dict[str, tuple[bytes, int]], dirs: dict[str, int]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for path, mode in dirs.items():
+            info = tarfile.TarInfo(path)
+            info.type, info.mode = tarfile.DIRTYPE, mode
+            tar.addfile(info)
+        for path, (data, mode) in files.items():
+            info = tarfile.TarInfo(path)
+            info.size, info.mode = len(data), mode
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def daemon_json(insecure_registry: str) -> bytes:
+    """The inner dockerd's configuration: the shipped defaults plus this lab's registry."""
+    config = json.loads(lab_file("daemon.json"))
+    config["insecure-registries"] = [insecure_registry]
+    return (json.dumps(config, indent=2) + "\n").encode()
+
+
+def _create_host(
+    client: docker.DockerClient, lab: Lab, host: LabHost, image: LabImage, pubkey: str
+) -> Container:
+    volume = f"{host.name}-docker"
+    labels = {LABEL: lab.name}
+    client.volumes.create(volume, labels=labels | {LABEL_ROLE: "volume"})
+    api = client.api
+    host_config = api.create_host_config(
+        cap_add=["ALL"],
+        cap_drop=["SYS_RESOURCE"],
+        security_opt=HOST_SECURITY_OPT,
+        device_cgroup_rules=["a *:* rwm"],
+        binds={volume: {"bind": "/var/lib/docker", "mode": "rw"}},
+        restart_policy={"Name": "unless-stopped"},
+        network_mode=lab.network,
+    )
+    host_config.update(MaskedPaths=[], ReadonlyPaths=[])
+    endpoint = api.create_endpoint_config(ipv4_address=host.address)
+    created = api.create_container(
+        image.ref,
+        name=host.name,
+        hostname=host.name,
+        labels=labels | {LABEL_ROLE: "host"},
+        host_config=host_config,
+        networking_config=api.create_networking_config({lab.network: endpoint}),
+        stop_timeout=20,
+    )
+    container = client.containers.get(created["Id"])
+    archive = _tar(
+        {
+            "root/.ssh/authorized_keys": (pubkey.encode(), 0o600),
+            "etc/docker/daemon.json": (daemon_json(lab.registry), 0o644),
+        },
+        {"root": 0o700, "root/.ssh": 0o700, "etc/docker": 0o755},
+    )
+    container.put_archive("/", archive)
+    container.start()
+    return container
+
+
+def _ssh_answers(address: str, timeout: float = 1.0) -> bool:
+    """True when something at address:22 sends an SSH banner."""
+    try:
+        with socket.create_connection((address, 22), timeout=timeout) as sock:
+            sock.settimeout(timeout)
+            return sock.recv(4).startswith(b"SSH-")
+    except OSError:
+        return False
+
+
+def _docker_answers(container: Container) -> bool:
+    result = container.exec_run(["docker", "version", "--format", "{{.Server.Version}}"])
+    return result.exit_code == 0
+
+
+def _log_tail(container: Container, lines: int = 10) -> list[str]:
+    return container.logs(tail=lines).decode(errors="replace").splitlines()
+
+
+def _wait_ready(container: Container, host: LabHost, timeout: float = READY_TIMEOUT) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        container.reload()
+        if container.status not in ("running", "created", "restarting"):
+            raise LabError(f"{host.name}: exited while starting:\n  " + "\n  ".join(_log_tail(container)))
+        if container.status == "running" and _ssh_answers(host.address) and _docker_answers(container):
+            return
+        time.sleep(0.3)
+    raise LabError(
+        f"{host.name}: sshd or dockerd not ready after {timeout:.0f}s:\n  "
+        + "\n  ".join(_log_tail(container))
+    )
+
+
+def _ensure_host(
+    client: docker.DockerClient, lab: Lab, host: LabHost, image: LabImage, pubkey: str
+) -> list[str]:
+    """Create or start one host, wait for sshd and dockerd, and return its known_hosts lines."""
+    try:
+        container = client.containers.get(host.name)
+        if container.status != "running":
+            container.start()
+    except docker.errors.NotFound:
+        container = _create_host(client, lab, host, image, pubkey)
+    _wait_ready(container, host)
+    result = container.exec_run(["sh", "-c", "cat /etc/ssh/ssh_host_*_key.pub"])
+    if result.exit_code != 0:
+        raise LabError(
+            f"{host.name}: cannot read its SSH host keys: {result.output.decode(errors='replace')}"
+        )
+    return keys.known_hosts_lines(host.address, result.output.decode())
+
+
+def _new_lab(client: docker.DockerClient, name: str, nodes: int, directory: Path) -> Lab:
+    subnet = choose_subnet(client, name)
+    base = subnet.network_address
+    roles = roles_for(nodes)
+    hosts = [
+        LabHost(f"{name}-node-{i + 1}", str(base + FIRST_HOST_OCTET + i), roles[i]) for i in range(nodes)
+    ]
+    registry_address = f"{base + REGISTRY_OCTET}:{registry.PORT}"
+    return Lab(name, directory, str(subnet), registry_address, hosts, created_dir=not directory.exists())
+
+
+def up(name: str, nodes: int, directory: str | None = None, progress: Progress = _quiet) -> Lab:
+    """Bring up (or complete) lab `name` with `nodes` hosts; return it once every host answers."""
+    _check_name(name)
+    if not 1 <= nodes <= 200:
+        raise LabError(f"--nodes {nodes}: a lab has 1 to 200 hosts")
+    client = docker.from_env()
+    path = state_dir(name, directory)
+    if (path / STATE_FILE).exists():
+        lab = Lab.load(path)
+        if len(lab.hosts) != nodes:
+            raise LabError(
+                f"lab {name!r} exists with {len(lab.hosts)} nodes; `rke-py lab down --name {name}` first"
+            )
+    else:
+        lab = _new_lab(client, name, nodes, path)
+    progress("checking lab images")
+    built = images.ensure_images(client, progress=progress)
+    lab.images = {n: built[n].ref for n in images.CLUSTER_IMAGES}
+    reg = registry.ensure(client, built["registry"], progress)
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    pubkey = keys.ensure_key(lab.key_path, f"rke-py-lab-{name}")
+    lab.save()  # from here on `lab down` can find the directory even if a step below fails
+    _ensure_network(client, lab)
+    registry.attach(client, lab.network, lab.registry.split(":")[0])
+    progress(f"starting {nodes} host(s) on {lab.subnet}")
+    with ThreadPoolExecutor(max_workers=min(nodes, 8)) as pool:
+        futures = [pool.submit(_ensure_host, client, lab, host, built["host"], pubkey) for host in lab.hosts]
+        registry.push(client, reg, [built[n] for n in images.CLUSTER_IMAGES], progress)
+        known = [line for future in futures for line in future.result()]
+    lab.known_hosts.write_text("".join(line + "\n" for line in known))
+    lab.cluster_yml.write_text(clusteryml.render(lab))
+    lab.save()
+    progress(f"lab {name!r} is up: {lab.cluster_yml}")
+    return lab
+
+
+def down(
+    name: str, directory: str | None = None, purge_registry: bool = False, progress: Progress = _quiet
+) -> None:
+    """Remove every container, volume and network of lab `name`, its state directory, and the registry
+    when no other lab uses it (its storage only with `purge_registry`)."""
+    _check_name(name)
+    client = docker.from_env()
+    ours = {"label": f"{LABEL}={name}"}
+    containers = client.containers.list(all=True, filters=ours)
+    if containers:
+        progress(f"removing {len(containers)} host(s)")
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            list(pool.map(lambda c: c.remove(force=True), containers))
+    reg = registry.find(client)
+    for network in client.networks.list(filters=ours):
+        network.reload()
+        if reg is not None and reg.id in (network.attrs.get("Containers") or {}):
+            network.disconnect(reg, force=True)
+        network.remove()
+    for volume in client.volumes.list(filters=ours):
+        volume.remove(force=True)
+    registry.remove_if_unused(client, purge_registry, progress)
+    _remove_state(state_dir(name, directory))
+
+
+def _remove_state(path: Path) -> None:
+    if not path.is_dir():
+        return
+    created = True
+    if (path / STATE_FILE).exists():
+        created = Lab.load(path).created_dir
+    if created:
+        shutil.rmtree(path)
+        return
+    for name in _OUR_FILES:
+        (path / name).unlink(missing_ok=True)
+
+
+def status(name: str, directory: str | None = None) -> dict[str, Any]:
+    """Per host: container state, whether sshd and the inner dockerd answer; and the registry."""
+    _check_name(name)
+    lab = Lab.load(state_dir(name, directory))
+    client = docker.from_env()
+    reg = registry.find(client)
+
+    def host_status(host: LabHost) -> dict[str, Any]:
+        try:
+            container = client.containers.get(host.name)
+        except docker.errors.NotFound:
+            return {
+                "name": host.name,
+                "address": host.address,
+                "role": host.role,
+                "state": "missing",
+                "sshd": False,
+                "dockerd": False,
+            }
+        running = container.status == "running"
+        return {
+            "name": host.name,
+            "address": host.address,
+            "role": host.role,
+            "state": container.status,
+            "sshd": running and _ssh_answers(host.address),
+            "dockerd": running and _docker_answers(container),
+        }
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        hosts = list(pool.map(host_status, lab.hosts))
+    return {
+        "name": lab.name,
+        "dir": str(lab.dir),
+        "cluster_yml": str(lab.cluster_yml),
+        "subnet": lab.subnet,
+        "registry": {"address": lab.registry, "up": reg is not None and registry.is_up(reg)},
+        "hosts": hosts,
+    }

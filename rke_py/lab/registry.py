@@ -1,0 +1,156 @@
+"""The lab registry: Debian's docker-registry in a container, shared by every lab on this machine.
+
+It sits on a bridge network of its own with port 5000 published on 127.0.0.1 only (Docker treats
+loopback registries as insecure, so pushes need no TLS), and joins each lab's internal network at a
+fixed address, where lab hosts pull from it as an insecure registry. Lab clusters name it in
+`private_registries` with `is_default: true`, exactly like an air-gapped site.
+"""
+
+from __future__ import annotations
+
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterable
+
+import docker
+from docker.models.containers import Container
+
+from rke_py.lab.images import LabImage, Progress
+from rke_py.lab.state import LABEL, LABEL_ROLE, LabError
+
+NAME = "rke-py-lab-registry"
+NETWORK = "rke-py-lab-registry"
+VOLUME = "rke-py-lab-registry"
+PORT = 5000
+_MANIFEST_TYPES = ", ".join(
+    [
+        "application/vnd.docker.distribution.manifest.v2+json",
+        "application/vnd.docker.distribution.manifest.list.v2+json",
+        "application/vnd.oci.image.manifest.v1+json",
+    ]
+)
+
+
+def _labels() -> dict[str, str]:
+    return {LABEL_ROLE: "registry"}
+
+
+def find(client: docker.DockerClient) -> Container | None:
+    try:
+        return client.containers.get(NAME)
+    except docker.errors.NotFound:
+        return None
+
+
+def ensure(client: docker.DockerClient, image: LabImage, progress: Progress = lambda _: None) -> Container:
+    """Start the registry if it is not running, and wait until its API answers on 127.0.0.1."""
+    container = find(client)
+    if container is None:
+        progress("starting the lab registry")
+        if not client.networks.list(filters={"label": f"{LABEL_ROLE}=registry"}):
+            client.networks.create(NETWORK, driver="bridge", labels=_labels())
+        if not client.volumes.list(filters={"label": f"{LABEL_ROLE}=registry"}):
+            client.volumes.create(VOLUME, labels=_labels())
+        container = client.containers.run(
+            image.ref,
+            name=NAME,
+            detach=True,
+            labels=_labels(),
+            network=NETWORK,
+            ports={f"{PORT}/tcp": ("127.0.0.1", None)},
+            volumes={VOLUME: {"bind": "/var/lib/docker-registry", "mode": "rw"}},
+            restart_policy={"Name": "unless-stopped"},
+        )
+    elif container.status != "running":
+        container.start()
+    _wait_ready(container)
+    return container
+
+
+def local_port(container: Container) -> int:
+    """The 127.0.0.1 port the registry is published on (Docker picks it; it changes on restart)."""
+    container.reload()
+    bindings = container.attrs["NetworkSettings"]["Ports"].get(f"{PORT}/tcp") or []
+    for binding in bindings:
+        if binding.get("HostIp") == "127.0.0.1" and binding.get("HostPort"):
+            return int(binding["HostPort"])
+    raise LabError(f"registry container {NAME} has no port published on 127.0.0.1")
+
+
+def _get(url: str, method: str = "GET") -> int:
+    request = urllib.request.Request(url, method=method, headers={"Accept": _MANIFEST_TYPES})
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return 0
+
+
+def is_up(container: Container) -> bool:
+    try:
+        return _get(f"http://127.0.0.1:{local_port(container)}/v2/") == 200
+    except LabError:
+        return False
+
+
+def _wait_ready(container: Container, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if is_up(container):
+            return
+        time.sleep(0.2)
+    raise LabError(f"the lab registry did not answer within {timeout:.0f}s; see `docker logs {NAME}`")
+
+
+def has_image(port: int, image: LabImage) -> bool:
+    return _get(f"http://127.0.0.1:{port}/v2/{image.path}/manifests/{image.tag}", method="HEAD") == 200
+
+
+def push(
+    client: docker.DockerClient, container: Container, images: Iterable[LabImage], progress: Progress
+) -> list[LabImage]:
+    """Push each image the registry does not already hold; return the ones pushed."""
+    port = local_port(container)
+    pushed = []
+    for image in images:
+        if has_image(port, image):
+            continue
+        progress(f"pushing {image.ref} to the lab registry")
+        repository = f"127.0.0.1:{port}/{image.path}"
+        client.images.get(image.ref).tag(repository, image.tag)
+        try:
+            for event in client.api.push(repository, image.tag, stream=True, decode=True):
+                if "error" in event:
+                    raise LabError(f"pushing {image.ref} to the lab registry: {event['error']}")
+        finally:
+            client.images.remove(f"{repository}:{image.tag}")
+        pushed.append(image)
+    return pushed
+
+
+def attach(client: docker.DockerClient, network: str, address: str) -> None:
+    """Join a lab's network at `address` (where that lab's hosts find the registry)."""
+    container = find(client)
+    if container is None:
+        raise LabError("the lab registry is not running")
+    if network not in container.attrs["NetworkSettings"]["Networks"]:
+        client.networks.get(network).connect(container, ipv4_address=address)
+
+
+def remove_if_unused(client: docker.DockerClient, purge: bool, progress: Progress) -> bool:
+    """Remove the registry (and with `purge` its storage) when no lab network is left; True if removed."""
+    if client.networks.list(filters={"label": LABEL}):
+        return False
+    container = find(client)
+    if container is not None:
+        progress("removing the lab registry")
+        container.remove(force=True)
+    for network in client.networks.list(filters={"label": f"{LABEL_ROLE}=registry"}):
+        network.remove()
+    if purge:
+        for volume in client.volumes.list(filters={"label": f"{LABEL_ROLE}=registry"}):
+            volume.remove(force=True)
+    return True

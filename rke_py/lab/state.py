@@ -1,0 +1,98 @@
+"""What a lab is made of, and where its files live.
+
+Everything the lab creates in Docker carries the label `io.rke-py.lab=<lab name>` (the shared registry
+carries `io.rke-py.lab.role=registry` instead), so `lab down` finds it by label, even without `lab.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from rke_py.errors import RkePyError
+
+LABEL = "io.rke-py.lab"
+LABEL_ROLE = "io.rke-py.lab.role"
+STATE_FILE = "lab.json"
+KEY_FILE = "id_ed25519"
+KNOWN_HOSTS_FILE = "known_hosts"
+CLUSTER_FILE = "cluster.yml"
+KUBERNETES_VERSION = "v1.30.4-rancher1-1"
+
+
+class LabError(RkePyError):
+    """The lab could not be built, found or removed."""
+
+
+def state_dir(name: str, override: str | os.PathLike[str] | None = None) -> Path:
+    """The lab's own directory: `override`, else $RKE_PY_LAB_DIR, else ~/.local/share/rke-py/lab/<name>."""
+    if override:
+        return Path(override).expanduser().absolute()
+    if os.environ.get("RKE_PY_LAB_DIR"):
+        return Path(os.environ["RKE_PY_LAB_DIR"]).expanduser().absolute()
+    return Path.home() / ".local" / "share" / "rke-py" / "lab" / name
+
+
+@dataclass
+class LabHost:
+    name: str  # container name and hostname, `<lab>-node-<i>`
+    address: str  # its IP on the lab network; cluster.yml's `address`
+    role: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Lab:
+    """A lab as `lab up` left it; the handle tests and the CLI work with."""
+
+    name: str
+    dir: Path
+    subnet: str
+    registry: str  # host:port at which lab hosts reach the registry
+    hosts: list[LabHost] = field(default_factory=list)
+    images: dict[str, str] = field(default_factory=dict)  # lab image name -> ref without registry
+    created_dir: bool = True  # remove the whole directory on `lab down` only if `lab up` made it
+
+    @property
+    def network(self) -> str:
+        return f"{self.name}-net"
+
+    @property
+    def cluster_yml(self) -> Path:
+        return self.dir / CLUSTER_FILE
+
+    @property
+    def key_path(self) -> Path:
+        return self.dir / KEY_FILE
+
+    @property
+    def known_hosts(self) -> Path:
+        return self.dir / KNOWN_HOSTS_FILE
+
+    def save(self) -> None:
+        data = asdict(self) | {"dir": str(self.dir)}
+        (self.dir / STATE_FILE).write_text(json.dumps(data, indent=2) + "\n")
+
+    @classmethod
+    def load(cls, directory: Path) -> Lab:
+        path = directory / STATE_FILE
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise LabError(
+                f"no lab at {directory} ({STATE_FILE} not found); create one with `rke-py lab up`"
+            ) from None
+        data["dir"] = Path(data["dir"])
+        data["hosts"] = [LabHost(**h) for h in data["hosts"]]
+        return cls(**data)
+
+
+def roles_for(count: int) -> list[list[str]]:
+    """Roles by lab size: one node does everything; two split off a worker; three or more give the first
+    three etcd+controlplane and the rest worker."""
+    if count == 1:
+        return [["etcd", "controlplane", "worker"]]
+    if count == 2:
+        return [["etcd", "controlplane", "worker"], ["worker"]]
+    return [["etcd", "controlplane"] if i < 3 else ["worker"] for i in range(count)]
