@@ -10,6 +10,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -283,6 +284,33 @@ def test_stale_resource_version_conflicts(cluster: Cluster) -> None:
     assert int(every["metadata"]["resourceVersion"]) >= int(updated["metadata"]["resourceVersion"])
 
 
+def test_watch_streams_changes(cluster: Cluster) -> None:
+    admin = cluster.admin
+    path = "/api/v1/namespaces/default/configmaps"
+    _, listed = admin("GET", path)
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "watched"}, "data": {"k": "1"}}
+    changes = threading.Thread(
+        target=lambda: (
+            time.sleep(0.7),
+            admin("POST", path, cm),
+            admin(
+                "PATCH", f"{path}/watched", {"data": {"k": "2"}}, Content_Type="application/merge-patch+json"
+            ),
+            time.sleep(0.7),
+            admin("DELETE", f"{path}/watched"),
+        )
+    )
+    changes.start()
+    version = listed["metadata"]["resourceVersion"]
+    code, text = admin("GET", f"{path}?watch=1&resourceVersion={version}&timeoutSeconds=3")
+    changes.join()
+    assert code == 200
+    events = [json.loads(line) for line in text.splitlines()]
+    kinds = [e["type"] for e in events]
+    assert (kinds[0], kinds[-1]) == ("ADDED", "DELETED")
+    assert {e["object"]["metadata"]["name"] for e in events} == {"watched"}
+
+
 def _holder(admin: Client, name: str) -> str:
     code, lease = admin("GET", leases_path("kube-system", name))
     assert code == 200
@@ -509,6 +537,9 @@ def test_kubectl_works_against_the_lab_apiserver(
     assert {"kube-controller-manager", "kube-scheduler"} <= names
 
     assert kubectl("get", "--raw", "/healthz") == "ok"
+    assert "node/lab-1 condition met" in kubectl(
+        "wait", "--for=condition=Ready", "node/lab-1", "--timeout=20s"
+    )
     namespaces = {line.split()[0] for line in kubectl("get", "ns").splitlines()[1:]}
     assert {"default", "kube-system", "kube-public", "kube-node-lease"} <= namespaces
     services = kubectl("get", "services", "-A").splitlines()

@@ -12,6 +12,7 @@ import threading
 import time
 import urllib.parse
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from rke_py.lab.kube import log, objects, resources, serve
@@ -44,6 +45,7 @@ _PUBLIC_PATHS = re.compile(r"^/(healthz|livez|readyz)(/.*)?$|^/version/?$")
 _DISCOVERY_PATHS = re.compile(r"^/(api|apis)(/.*)?$|^/openapi/.*$|^/$")
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _CONFLICT_RETRIES = 5
+_WATCH_POLL = 0.5
 
 
 class ApiStatus(Exception):
@@ -425,6 +427,16 @@ def _peer_user(sock: ssl.SSLSocket) -> User | None:
     return User(cn, (*groups, "system:authenticated"))
 
 
+def _selector(query: dict, kind: str) -> Callable[[dict], bool]:
+    """The labelSelector and fieldSelector of a list or watch, as one predicate."""
+    tests = []
+    if query.get("labelSelector", [""])[0]:
+        tests.append(resources.label_matcher(query["labelSelector"][0]))
+    if query.get("fieldSelector", [""])[0]:
+        tests.append(resources.field_matcher(query["fieldSelector"][0], kind))
+    return lambda obj: all(test(obj) for test in tests)
+
+
 def _parse_resource_path(parts: list[str]) -> tuple[str, str, list[str]] | None:
     """(group, version, rest) of a resource path, or None for discovery and non-resource paths."""
     if len(parts) >= 3 and parts[0] == "api" and parts[1] == "v1":
@@ -482,6 +494,8 @@ class Handler(serve.Handler):
                 return
             req = self._request(*located)
             req.body = self._body(raw)
+            if req.verb == "list" and query.get("watch", [""])[0] in ("1", "true"):
+                req.verb = "watch"
             verb = req.verb
             if not self.api.authorizer.allowed(user, req.verb, path, req):
                 raise self._forbidden(user, req)
@@ -593,18 +607,16 @@ class Handler(serve.Handler):
     def _resource(self, req: Request, query: dict) -> None:
         res = req.resource
         dry_run = bool(query.get("dryRun"))
-        if req.verb == "list":
-            if query.get("watch", [""])[0] in ("1", "true"):
-                raise ApiStatus(405, "MethodNotAllowed", "watch is not supported by the lab apiserver")
-            items, revision = self.api.list(res, req.namespace)
+        if req.verb in ("list", "watch"):
             try:
-                if query.get("labelSelector", [""])[0]:
-                    items = list(filter(resources.label_matcher(query["labelSelector"][0]), items))
-                if query.get("fieldSelector", [""])[0]:
-                    items = list(filter(resources.field_matcher(query["fieldSelector"][0], res.kind), items))
+                selected = _selector(query, res.kind)
             except resources.SelectorError as exc:
                 raise ApiStatus(400, "BadRequest", str(exc)) from None
-            self._objects(res, items, str(revision), query, single=False)
+            if req.verb == "watch":
+                self._watch(req, query, selected)
+                return
+            items, revision = self.api.list(res, req.namespace)
+            self._objects(res, list(filter(selected, items)), str(revision), query, single=False)
             return
         if req.verb == "get":
             obj, _ = self.api.read(res, req.namespace, req.name)
@@ -658,6 +670,66 @@ class Handler(serve.Handler):
             self._reply(201, self.api.create(res, req.namespace, body, dry_run))
         else:
             self._reply(200, self.api.update(req, body, dry_run))
+
+    def _watch(self, req: Request, query: dict, selected: Callable[[dict], bool]) -> None:
+        """A watch, made by polling etcd: the changes between polls are sent as watch events.
+
+        Events between two polls are coalesced (a watcher sees the latest state, not every step), and
+        a watch from an old resourceVersion starts from the objects changed since then."""
+        timeout = float(query.get("timeoutSeconds", ["1800"])[0] or 1800)
+        since = query.get("resourceVersion", [""])[0]
+        since_rev = int(since) if since.isdigit() else 0
+        as_table = "as=Table" in self.headers.get("Accept", "")
+        include = query.get("includeObject", ["Metadata"])[0]
+        items, revision = self.api.list(req.resource, req.namespace)
+        seen: dict[tuple[str, str], dict] = {}
+        self._code = 200
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+        def emit(kind: str, obj: dict) -> None:
+            if as_table:
+                obj = resources.table(req.resource.kind, [obj], obj["metadata"]["resourceVersion"], include)
+            data = json.dumps({"type": kind, "object": obj}).encode() + b"\n"
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
+
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                current = {
+                    (o["metadata"].get("namespace", ""), o["metadata"]["name"]): o
+                    for o in items
+                    if selected(o)
+                }
+                for key, obj in current.items():
+                    old = seen.get(key)
+                    version = int(obj["metadata"]["resourceVersion"])
+                    if old is None and (not since_rev or version > since_rev):
+                        emit("ADDED", obj)
+                    elif (
+                        old is not None
+                        and old["metadata"]["resourceVersion"] != obj["metadata"]["resourceVersion"]
+                    ):
+                        emit("MODIFIED", obj)
+                for key, old in seen.items():
+                    if key not in current:
+                        gone = json.loads(json.dumps(old))
+                        gone["metadata"]["resourceVersion"] = str(revision)
+                        emit("DELETED", gone)
+                seen = current
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(_WATCH_POLL)
+                items, revision = self.api.list(req.resource, req.namespace)
+            self.wfile.write(b"0\r\n\r\n")
+        except EtcdError as exc:
+            log.error(f"watch {self.path}: {exc}")
+            self.close_connection = True
+        except OSError:
+            self.close_connection = True  # the watcher went away
 
     def _objects(self, res: Resource, items: list[dict], revision: str, query: dict, single: bool) -> None:
         accept = self.headers.get("Accept", "")

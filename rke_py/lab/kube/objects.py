@@ -84,7 +84,7 @@ def _merge_list(original: list, patch: list, key: str, order: list | None) -> li
 
 def strategic_merge_patch(target: object, patch: object) -> object:
     """Kubernetes' strategic merge patch for built-in kinds: lists with a merge key (containers by name,
-    taints by key, ...) merge item by item, honouring ``$patch``, ``$setElementOrder``,
+    node conditions by type, ...) merge item by item, honouring ``$patch``, ``$setElementOrder``,
     ``$deleteFromPrimitiveList`` and ``$retainKeys``; other lists are replaced."""
     if not isinstance(patch, dict):
         return copy.deepcopy(patch)

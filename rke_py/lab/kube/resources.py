@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from rke_py.lab.kube import VERSION
 
-VERBS = ["create", "delete", "get", "list", "patch", "update"]
+VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
 
 
 @dataclass(frozen=True)
