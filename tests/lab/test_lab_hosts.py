@@ -1,0 +1,194 @@
+"""The lab gives real hosts: SSH with the lab's key and strict host keys, a working inner Docker that
+pulls from the lab registry and runs privileged containers, survival of a restart, and a clean `down`."""
+
+from __future__ import annotations
+
+import json
+import stat
+import time
+from collections.abc import Iterator
+
+import docker
+import paramiko
+import pytest
+from click.testing import CliRunner
+from ruamel.yaml import YAML
+
+from rke_py.cli import cli
+from rke_py.lab import images
+from rke_py.lab.state import LABEL, Lab, LabHost
+
+pytestmark = pytest.mark.lab
+
+
+def connect(lab: Lab, host: LabHost, timeout: float = 10) -> paramiko.SSHClient:
+    client = paramiko.SSHClient()
+    client.load_host_keys(str(lab.known_hosts))
+    client.set_missing_host_key_policy(paramiko.RejectPolicy())
+    client.connect(
+        host.address,
+        username="root",
+        key_filename=str(lab.key_path),
+        look_for_keys=False,
+        allow_agent=False,
+        timeout=timeout,
+    )
+    return client
+
+
+def run(client: paramiko.SSHClient, command: str) -> tuple[int, str]:
+    _, stdout, stderr = client.exec_command(command, timeout=120)
+    code = stdout.channel.recv_exit_status()
+    return code, stdout.read().decode() + stderr.read().decode()
+
+
+@pytest.fixture(scope="module")
+def cluster_yml(lab: Lab) -> dict:
+    return YAML(typ="safe").load(lab.cluster_yml.read_text())
+
+
+@pytest.fixture(scope="module")
+def first(lab: Lab) -> Iterator[paramiko.SSHClient]:
+    client = connect(lab, lab.hosts[0])
+    yield client
+    client.close()
+
+
+def registry_ref(cluster_yml: dict, key: str) -> str:
+    return f"{cluster_yml['private_registries'][0]['url']}/{cluster_yml['system_images'][key]}"
+
+
+def test_every_host_accepts_the_lab_key_and_matches_known_hosts(lab: Lab) -> None:
+    assert len(lab.hosts) == 3
+    assert stat.S_IMODE(lab.key_path.stat().st_mode) == 0o600
+    for host in lab.hosts:
+        client = connect(lab, host)
+        try:
+            assert run(client, "hostname") == (0, f"{host.name}\n")
+        finally:
+            client.close()
+
+
+def test_a_host_key_not_in_known_hosts_is_rejected(lab: Lab, tmp_path) -> None:
+    other = tmp_path / "known_hosts"
+    other.write_text(lab.known_hosts.read_text().replace(lab.hosts[0].address + " ", "192.0.2.1 "))
+    client = paramiko.SSHClient()
+    client.load_host_keys(str(other))
+    client.set_missing_host_key_policy(paramiko.RejectPolicy())
+    with pytest.raises(paramiko.SSHException, match="not found in known_hosts"):
+        client.connect(
+            lab.hosts[0].address,
+            username="root",
+            key_filename=str(lab.key_path),
+            look_for_keys=False,
+            allow_agent=False,
+        )
+
+
+def test_cluster_yml_describes_an_air_gapped_lab_cluster(lab: Lab, cluster_yml: dict) -> None:
+    assert [n["address"] for n in cluster_yml["nodes"]] == [h.address for h in lab.hosts]
+    assert [n["role"] for n in cluster_yml["nodes"]] == [["etcd", "controlplane"]] * 3
+    assert {n["user"] for n in cluster_yml["nodes"]} == {"root"}
+    assert cluster_yml["private_registries"] == [{"url": lab.registry, "is_default": True}]
+    system_images = cluster_yml["system_images"]
+    assert system_images["etcd"].startswith("rke-py-lab/etcd:")
+    assert system_images["kubernetes"].startswith("rke-py-lab/hyperkube:")
+    rke_tools = {
+        system_images[k] for k in ("alpine", "nginx_proxy", "cert_downloader", "kubernetes_services_sidecar")
+    }
+    assert len(rke_tools) == 1 and rke_tools.pop().startswith("rke-py-lab/rke-tools:")
+
+
+def test_inner_docker_answers_over_ssh(first: paramiko.SSHClient) -> None:
+    code, out = run(first, "docker info --format '{{.ServerVersion}} {{.Driver}}'")
+    assert code == 0, out
+    assert out.startswith("20.10.") and out.split()[1] == "overlay2"
+
+
+def test_cluster_images_pull_from_the_lab_registry(first: paramiko.SSHClient, cluster_yml: dict) -> None:
+    for key in ("etcd", "kubernetes", "nginx_proxy", "pod_infra_container"):
+        code, out = run(first, f"docker pull -q {registry_ref(cluster_yml, key)}")
+        assert code == 0, out
+
+
+def test_privileged_container_runs_inside_a_host(first: paramiko.SSHClient, cluster_yml: dict) -> None:
+    etcd = registry_ref(cluster_yml, "etcd")
+    code, out = run(first, f"docker run --rm --privileged --net host --pid host {etcd} etcd --version")
+    assert code == 0, out
+    assert "etcd Version: 3.5" in out
+
+
+def test_rke_tools_nginx_loads_the_stream_module(first: paramiko.SSHClient, cluster_yml: dict) -> None:
+    conf = (
+        "include /etc/nginx/modules-enabled/*.conf; events {} "
+        "stream { server { listen 127.0.0.1:16443; proxy_pass 127.0.0.1:6443; } }"
+    )
+    command = (
+        f"mkdir -p /tmp/ngx && echo '{conf}' > /tmp/ngx/nginx.conf && docker run --rm --net host "
+        f"-v /tmp/ngx:/etc/nginx/rke-py:ro --entrypoint nginx {registry_ref(cluster_yml, 'nginx_proxy')} "
+        f"-c /etc/nginx/rke-py/nginx.conf -t"
+    )
+    code, out = run(first, command)
+    assert code == 0, out
+    assert "test is successful" in out
+
+
+def test_status_reports_every_host_up(lab: Lab) -> None:
+    result = CliRunner().invoke(
+        cli, ["lab", "status", "--name", lab.name, "--dir", str(lab.dir), "-o", "json"]
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["registry"]["up"] is True
+    assert [(h["address"], h["state"], h["sshd"], h["dockerd"]) for h in report["hosts"]] == [
+        (h.address, "running", True, True) for h in lab.hosts
+    ]
+
+
+def test_cached_images_are_not_rebuilt(lab: Lab) -> None:
+    built: list[str] = []
+    image = images.ensure_image(docker.from_env(), "pause", progress=built.append)
+    assert built == []
+    assert image.ref == lab.images["pause"]
+
+
+def test_host_comes_back_after_docker_restart(lab: Lab, cluster_yml: dict) -> None:
+    host = lab.hosts[-1]
+    client = connect(lab, host)
+    pause = registry_ref(cluster_yml, "pod_infra_container")
+    code, out = run(client, f"docker run -d --name keep --restart always --net none {pause}")
+    assert code == 0, out
+    client.close()
+
+    docker.from_env().containers.get(host.name).restart()
+
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            client = connect(lab, host, timeout=2)
+            code, out = run(client, "docker inspect -f '{{.State.Running}}' keep")
+            client.close()
+            if code == 0 and out.strip() == "true":
+                break
+        except (OSError, paramiko.SSHException):
+            pass
+        assert time.monotonic() < deadline, f"{host.name} did not come back: {out}"
+        time.sleep(0.5)
+
+
+def test_lab_down_leaves_nothing_behind(tmp_path) -> None:
+    name = f"pytest-down-{int(time.time()) % 100000}"
+    directory = tmp_path / "lab"
+    runner = CliRunner()
+    result = runner.invoke(cli, ["lab", "up", "--name", name, "--nodes", "1", "--dir", str(directory)])
+    assert result.exit_code == 0, result.output
+    assert (directory / "cluster.yml").is_file()
+
+    result = runner.invoke(cli, ["lab", "down", "--name", name, "--dir", str(directory)])
+    assert result.exit_code == 0, result.output
+    client = docker.from_env()
+    ours = {"label": f"{LABEL}={name}"}
+    assert client.containers.list(all=True, filters=ours) == []
+    assert client.volumes.list(filters=ours) == []
+    assert client.networks.list(filters=ours) == []
+    assert not directory.exists()
