@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from rke_py.lab.kube import log, objects, resources, serve
-from rke_py.lab.kube.etcd import EtcdClient, EtcdError
+from rke_py.lab.kube.etcd import EtcdClient, EtcdError, KeyValue
 from rke_py.lab.kube.flags import FlagError, Flags
 from rke_py.lab.kube.resources import Resource
 
@@ -180,7 +180,7 @@ class ApiServer:
 
     # ---- storage ----
 
-    def _decode(self, kv: object) -> dict:
+    def _decode(self, kv: KeyValue) -> dict:
         obj = json.loads(kv.value)
         obj.setdefault("metadata", {})["resourceVersion"] = str(kv.mod_revision)
         return obj
