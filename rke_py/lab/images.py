@@ -8,6 +8,7 @@ recipe's changes and `RECIPE_VERSION`), so a build is skipped when nothing chang
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from collections.abc import Callable
@@ -19,6 +20,7 @@ import docker
 
 from rke_py.lab.rootfs import Rootfs
 
+KEEP_BUILDS = 3  # builds of each image kept when a new one is made
 RECIPE_VERSION = "1"  # bump when a recipe changes in a way its inputs do not show
 REPOSITORY = "rke-py-lab"
 LABEL_IMAGE = "io.rke-py.lab.image"
@@ -229,7 +231,18 @@ def ensure_image(client: docker.DockerClient, name: str, progress: Progress = la
         client.api.import_image_from_file(
             tarball, repository=image.path, tag=image.tag, changes=changes + labels
         )
+    _prune_superseded(client, image)
     return image
+
+
+def _prune_superseded(client: docker.DockerClient, image: LabImage) -> None:
+    """Drop all but the newest few builds of an image so edits do not pile up images. A few stay so a
+    build another lab run just made is not pulled from under it; ones still in use are kept anyway."""
+    builds = client.images.list(filters={"label": f"{LABEL_IMAGE}={image.name}"})
+    builds.sort(key=lambda i: i.attrs["Created"], reverse=True)
+    for old in builds[KEEP_BUILDS:]:
+        with contextlib.suppress(docker.errors.APIError):  # a container still uses it
+            client.images.remove(old.id, force=False)
 
 
 def ensure_images(
