@@ -187,7 +187,8 @@ class Cluster:
 
 @pytest.fixture(scope="module")
 def cluster(lab: Lab) -> Cluster:
-    _, port = lab.apiserver(lab.etcd())
+    # The first etcd server listed is down: the apiserver must move on to the next one.
+    _, port = lab.apiserver(f"https://127.0.0.1:{free_port()},{lab.etcd()}")
     admin = lab.client(port, "kube-admin", ("system:masters",))
     wait_for("the apiserver to be ready", lambda: admin("GET", "/readyz") == (200, "ok"))
     return Cluster(port, admin)
