@@ -69,7 +69,7 @@ def command() -> None:
 @docker_errors
 def up(name: str, nodes: int, directory: str | None) -> None:
     """Create lab NAME with N hosts (or start the hosts of an existing one)."""
-    from rke_py.lab import hosts
+    from rke_py.lab import clusteryml, hosts
 
     lab = hosts.up(name, nodes, directory, progress=Progress())
     for host in lab.hosts:
@@ -77,6 +77,7 @@ def up(name: str, nodes: int, directory: str | None) -> None:
     click.echo(f"cluster.yml:  {lab.cluster_yml}")
     click.echo(f"ssh key:      {lab.key_path}")
     click.echo(f"known_hosts:  {lab.known_hosts}")
+    click.echo(f"next:         {clusteryml.up_command(lab)}")
 
 
 @command.command()

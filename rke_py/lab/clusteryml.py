@@ -42,13 +42,19 @@ def cluster_document(lab: Lab) -> dict[str, Any]:
     }
 
 
+def up_command(lab: Lab) -> str:
+    """The command that builds the lab's cluster with strict host-key checking."""
+    return f"rke-py up --config {lab.cluster_yml} --known-hosts {lab.known_hosts} --host-key-policy strict"
+
+
 def render(lab: Lab) -> str:
     yaml = YAML()
     yaml.default_flow_style = False
     out = io.StringIO()
     out.write(
         f"# Lab cluster {lab.name!r}, written by `rke-py lab up`.\n"
-        f"# Host keys of every node are in {lab.known_hosts}.\n"
+        f"# Host keys of every node are in {lab.known_hosts}; use them with\n"
+        f"#   {up_command(lab)}\n"
     )
     yaml.dump(cluster_document(lab), out)
     return out.getvalue()

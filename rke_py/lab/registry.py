@@ -47,25 +47,35 @@ def ensure(client: docker.DockerClient, image: LabImage, progress: Progress = la
     """Start the registry if it is not running, and wait until its API answers on 127.0.0.1."""
     container = find(client)
     if container is None:
-        progress("starting the lab registry")
-        if not client.networks.list(filters={"label": f"{LABEL_ROLE}=registry"}):
-            client.networks.create(NETWORK, driver="bridge", labels=_labels())
-        if not client.volumes.list(filters={"label": f"{LABEL_ROLE}=registry"}):
-            client.volumes.create(VOLUME, labels=_labels())
-        container = client.containers.run(
-            image.ref,
-            name=NAME,
-            detach=True,
-            labels=_labels(),
-            network=NETWORK,
-            ports={f"{PORT}/tcp": ("127.0.0.1", None)},
-            volumes={VOLUME: {"bind": "/var/lib/docker-registry", "mode": "rw"}},
-            restart_policy={"Name": "unless-stopped"},
-        )
-    elif container.status != "running":
+        try:
+            container = _create(client, image, progress)
+        except docker.errors.APIError as exc:
+            container = find(client)  # another `lab up` created it at the same moment
+            if container is None:
+                raise LabError(f"cannot start the lab registry: {exc.explanation or exc}") from exc
+    container.reload()
+    if container.status != "running":
         container.start()
     _wait_ready(container)
     return container
+
+
+def _create(client: docker.DockerClient, image: LabImage, progress: Progress) -> Container:
+    progress("starting the lab registry")
+    if not client.networks.list(filters={"label": f"{LABEL_ROLE}=registry"}):
+        client.networks.create(NETWORK, driver="bridge", labels=_labels())
+    if not client.volumes.list(filters={"label": f"{LABEL_ROLE}=registry"}):
+        client.volumes.create(VOLUME, labels=_labels())
+    return client.containers.run(
+        image.ref,
+        name=NAME,
+        detach=True,
+        labels=_labels(),
+        network=NETWORK,
+        ports={f"{PORT}/tcp": ("127.0.0.1", None)},
+        volumes={VOLUME: {"bind": "/var/lib/docker-registry", "mode": "rw"}},
+        restart_policy={"Name": "unless-stopped"},
+    )
 
 
 def local_port(container: Container) -> int:
