@@ -89,10 +89,11 @@ class Lab:
 
 
 def roles_for(count: int) -> list[list[str]]:
-    """Roles by lab size: one node does everything; two split off a worker; three or more give the first
-    three etcd+controlplane and the rest worker."""
-    if count == 1:
-        return [["etcd", "controlplane", "worker"]]
+    """Roles by lab size: one node does everything; two split off a worker; three give every node every
+    role (a cluster needs a worker, as RKE checks); more give the first three etcd+controlplane and the
+    rest worker."""
     if count == 2:
         return [["etcd", "controlplane", "worker"], ["worker"]]
+    if count <= 3:
+        return [["etcd", "controlplane", "worker"] for _ in range(count)]
     return [["etcd", "controlplane"] if i < 3 else ["worker"] for i in range(count)]

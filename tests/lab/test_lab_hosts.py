@@ -87,7 +87,7 @@ def test_a_host_key_not_in_known_hosts_is_rejected(lab: Lab, tmp_path) -> None:
 
 def test_cluster_yml_describes_an_air_gapped_lab_cluster(lab: Lab, cluster_yml: dict) -> None:
     assert [n["address"] for n in cluster_yml["nodes"]] == [h.address for h in lab.hosts]
-    assert [n["role"] for n in cluster_yml["nodes"]] == [["etcd", "controlplane"]] * 3
+    assert [n["role"] for n in cluster_yml["nodes"]] == [["etcd", "controlplane", "worker"]] * 3
     assert {n["user"] for n in cluster_yml["nodes"]} == {"root"}
     assert cluster_yml["private_registries"] == [{"url": lab.registry, "is_default": True}]
     system_images = cluster_yml["system_images"]
