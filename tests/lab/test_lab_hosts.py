@@ -176,8 +176,8 @@ def test_host_comes_back_after_docker_restart(lab: Lab, cluster_yml: dict) -> No
         time.sleep(0.5)
 
 
-def test_lab_down_leaves_nothing_behind(tmp_path) -> None:
-    name = f"pytest-down-{int(time.time()) % 100000}"
+def test_lab_down_leaves_nothing_behind(new_lab_name: str, tmp_path) -> None:
+    name = new_lab_name
     directory = tmp_path / "lab"
     runner = CliRunner()
     result = runner.invoke(cli, ["lab", "up", "--name", name, "--nodes", "1", "--dir", str(directory)])
