@@ -52,7 +52,8 @@ def emit_json(doc: Any) -> None:
 
 
 def console() -> Console:
-    return Console(soft_wrap=True)
+    """Tables for stdout; wide when piped so CI logs keep whole lines instead of wrapped cells."""
+    return Console() if sys.stdout.isatty() else Console(width=200)
 
 
 def print_warnings(warnings) -> None:

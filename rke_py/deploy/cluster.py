@@ -95,7 +95,7 @@ class Session:
     def connect(self) -> None:
         """Connect and observe every host in parallel; any failure stops the run before a change."""
         results, errors = for_each(self.desired.config.nodes, self._connect_one, self.options.concurrency)
-        self.targets = {node.address: target for node, target in results.items()}
+        self.targets = {node.address: target for node, target in results}
         if errors:
             raise _combined(errors, ConnectError)
 
@@ -193,9 +193,11 @@ def up(desired: Desired, options: Options, on_phase: Callable[[str], None] = lam
 def _run_phase(session, actions, phase, nodes, bundle, auth, options) -> None:
     def apply_host(node: Node) -> None:
         target = session.targets[node.address]
-        for action in actions[node.address]:
-            if action.plane == phase:
-                execute(target, action, bundle, auth)
+        todo = [a for a in actions[node.address] if a.plane == phase]
+        if phase == "files" and todo:
+            log.info("%s: writing %d files (certificates, kubeconfigs, configs)", node.address, len(todo))
+        for action in todo:
+            execute(target, action, bundle, auth)
 
     _, errors = for_each(nodes, apply_host, options.concurrency)
     if errors:
@@ -270,7 +272,7 @@ def remove(desired: Desired, options: Options) -> dict[str, list[str]]:
         results, errors = for_each(desired.config.nodes, clean, options.concurrency)
         if errors:
             raise _combined(errors, type(errors[0]))
-        removed = {n.address: r for n, r in results.items()}
+        removed = {n.address: r for n, r in results}
     for path in (state_path_for(desired.config_path), kubeconfig_path_for(desired.config_path)):
         path.unlink(missing_ok=True)
     return removed

@@ -45,7 +45,7 @@ def observe(address: str, client: docker.DockerClient, run, plan: NodePlan | Non
     for image in client.api.images():
         facts.images.update(image.get("RepoTags") or ())
     paths = [f.path for f in plan.files] if plan else []
-    _read_shell_facts(facts, run(_facts_script(paths, prefix)).stdout, paths)
+    _read_shell_facts(facts, run(_facts_script(paths, prefix)).stdout.decode(errors="replace"), paths)
     return facts
 
 

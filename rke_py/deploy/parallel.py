@@ -16,18 +16,21 @@ DEFAULT_CONCURRENCY = 50  # RKE's worker count: enough for 100 hosts in two wave
 
 def for_each(
     items: Iterable[T], fn: Callable[[T], R], concurrency: int
-) -> tuple[dict[T, R], list[HostError]]:
-    """Run `fn` on every item, at most `concurrency` at once; return results and the HostErrors raised."""
+) -> tuple[list[tuple[T, R]], list[HostError]]:
+    """Run `fn` on every item, at most `concurrency` at once.
+
+    Returns (item, result) for the items that succeeded, in item order, and the HostErrors of the rest.
+    """
     items = list(items)
-    results: dict[T, R] = {}
-    errors: list[HostError] = []
     if not items:
-        return results, errors
+        return [], []
+    results: list[tuple[T, R]] = []
+    errors: list[HostError] = []
     with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(items)))) as pool:
-        futures = {item: pool.submit(fn, item) for item in items}
-        for item, future in futures.items():
+        futures = [(item, pool.submit(fn, item)) for item in items]
+        for item, future in futures:
             try:
-                results[item] = future.result()
+                results.append((item, future.result()))
             except HostError as exc:
                 errors.append(exc)
     return results, errors

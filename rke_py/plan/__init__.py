@@ -68,9 +68,11 @@ def etcd_plane(config: ClusterConfig, node: Node) -> list[ContainerSpec]:
 
 
 def control_plane(config: ClusterConfig, node: Node) -> list[ContainerSpec]:
+    """The sidekick comes first: the Kubernetes containers take /opt/rke-tools from it (volumes_from)."""
     if not node.has("controlplane"):
         return []
     return [
+        sidekick.container(config),
         kube_apiserver.container(config, node),
         kube_controller_manager.container(config),
         kube_scheduler.container(config),
@@ -79,10 +81,12 @@ def control_plane(config: ClusterConfig, node: Node) -> list[ContainerSpec]:
 
 def worker_plane(config: ClusterConfig, node: Node) -> list[ContainerSpec]:
     """Every node; nodes without their own apiserver reach the others through nginx-proxy, started first."""
-    proxy = [] if node.has("controlplane") else [nginx_proxy.container(config)]
+    if node.has("controlplane"):
+        first = []  # the control plane already created the sidekick
+    else:
+        first = [nginx_proxy.container(config), sidekick.container(config)]
     return [
-        *proxy,
-        sidekick.container(config),
+        *first,
         kubelet.container(config, node),
         kube_proxy.container(config, node),
     ]

@@ -21,8 +21,8 @@ def probe(conn, check: HealthCheck, bundle: Mapping[str, CertKeyPair]) -> tuple[
         if check.url.startswith("https://"):
             status, body = conn.https_get(
                 check.url,
-                cert_pem=pair.cert_pem if pair else None,
-                key_pem=pair.key_pem if pair else None,
+                cert_pem=pair.cert_pem.encode() if pair else None,
+                key_pem=pair.key_pem.encode() if pair else None,
                 timeout=5,
             )
         else:

@@ -74,10 +74,11 @@ def test_each_node_runs_exactly_the_containers_its_roles_need(name: str) -> None
 def test_planes_hold_their_components_in_start_order(name: str) -> None:
     for node in plan_of(name).nodes:
         assert [c.name for c in node.etcd] == (["etcd"] if "etcd" in node.roles else [])
-        cp = ["kube-apiserver", "kube-controller-manager", "kube-scheduler"]
+        # The sidekick is created before the first container that takes volumes from it.
+        cp = ["service-sidekick", "kube-apiserver", "kube-controller-manager", "kube-scheduler"]
         assert [c.name for c in node.control] == (cp if "controlplane" in node.roles else [])
-        proxy = [] if "controlplane" in node.roles else ["nginx-proxy"]
-        assert [c.name for c in node.worker] == [*proxy, "service-sidekick", "kubelet", "kube-proxy"]
+        first = [] if "controlplane" in node.roles else ["nginx-proxy", "service-sidekick"]
+        assert [c.name for c in node.worker] == [*first, "kubelet", "kube-proxy"]
 
 
 def test_sidekick_is_created_but_never_started() -> None:
