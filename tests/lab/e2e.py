@@ -1,0 +1,92 @@
+"""Helpers for end-to-end tests: run the real CLI against a lab, read a lab host's Docker from outside."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import docker
+from ruamel.yaml import YAML
+
+from rke_py.lab.state import Lab
+
+
+@dataclass
+class Run:
+    code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        return json.loads(self.stdout)
+
+
+def rke_py(*args: str, timeout: float = 600) -> Run:
+    """`rke-py ARGS` as a user runs it: a new process, stdin not a terminal."""
+    done = subprocess.run(
+        [sys.executable, "-m", "rke_py", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+    return Run(done.returncode, done.stdout, done.stderr)
+
+
+def cluster_args(lab: Lab, *extra: str) -> list[str]:
+    """--config plus the lab's known_hosts with strict host-key checking: nothing is trusted blindly."""
+    return [
+        "--config",
+        str(lab.cluster_yml),
+        "--known-hosts",
+        str(lab.known_hosts),
+        "--host-key-policy",
+        "strict",
+        *extra,
+    ]
+
+
+def up(lab: Lab, *extra: str) -> Run:
+    return rke_py("up", *cluster_args(lab, "--output", "json", *extra))
+
+
+def changes(doc: dict) -> dict[str, list[tuple[str, str]]]:
+    """address → [(kind, target)] from an `up`/`plan --output json` document."""
+    return {h["address"]: [(a["kind"], a["target"]) for a in h["actions"]] for h in doc["hosts"]}
+
+
+def host_exec(lab: Lab, index: int, cmd: str) -> str:
+    """Run a shell command on lab host `index` (0-based) through the outer Docker engine: a test oracle
+    that does not share rke-py's SSH code."""
+    container = docker.from_env().containers.get(lab.hosts[index].name)
+    code, out = container.exec_run(["sh", "-c", cmd])
+    return out.decode(errors="replace")
+
+
+def containers_on(lab: Lab, index: int) -> dict[str, str]:
+    """name → id of the containers rke-py manages on a lab host."""
+    out = host_exec(lab, index, "docker ps -a --filter label=io.rke-py.managed --format '{{.Names}} {{.ID}}'")
+    return dict(line.split() for line in out.splitlines() if line.strip())
+
+
+def edit_cluster_yml(lab: Lab, change) -> None:
+    """Apply `change(data)` to the lab's cluster.yml, keeping its comments and layout."""
+    yaml = YAML()
+    path = Path(lab.cluster_yml)
+    data = yaml.load(path.read_text())
+    change(data)
+    with path.open("w") as f:
+        yaml.dump(data, f)
+
+
+def kubectl(lab: Lab, *args: str) -> str:
+    kubeconfig = Path(lab.cluster_yml).parent / f"kube_config_{Path(lab.cluster_yml).name}"
+    done = subprocess.run(
+        ["kubectl", "--kubeconfig", str(kubeconfig), *args], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout

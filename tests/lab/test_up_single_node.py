@@ -1,0 +1,83 @@
+"""`rke-py up` on one lab host with every role: the smallest real cluster, end to end."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rke_py.lab import hosts
+from tests.lab.conftest import owned_lab_name
+from tests.lab.e2e import cluster_args, containers_on, host_exec, kubectl, rke_py, up
+
+pytestmark = pytest.mark.lab
+
+COMPONENTS = {
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "service-sidekick",
+    "kubelet",
+    "kube-proxy",
+}
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory, lab_factory):
+    name = owned_lab_name("single")
+    made = hosts.up(name, 1, str(tmp_path_factory.mktemp("labs") / name))
+    yield made
+    hosts.down(made.name, str(made.dir))
+
+
+def test_up_builds_a_cluster_that_verifies_and_kubectl_can_use(lab):
+    run = up(lab)
+    assert run.code == 0, run.stderr
+    doc = run.json()
+    assert doc["ok"] is True
+    assert {c["name"] for c in doc["verify"]["checks"] if c["ok"]} >= {
+        "etcd",
+        "kube-apiserver",
+        "lease",
+        "node",
+    }
+    assert {x["name"] for x in doc["verify"]["leases"]} == {"kube-controller-manager", "kube-scheduler"}
+    assert set(containers_on(lab, 0)) == COMPONENTS
+    node = lab.hosts[0].name
+    assert f"{node}   Ready" in kubectl(lab, "get", "nodes")
+    assert kubectl(lab, "get", "--raw", "/healthz").strip() == "ok"
+    state = Path(lab.cluster_yml).with_suffix(".rkestate")
+    assert state.stat().st_mode & 0o777 == 0o600
+    assert "PRIVATE KEY" not in run.stderr and "PRIVATE KEY" not in run.stdout
+
+
+def test_second_up_changes_nothing(lab):
+    before = containers_on(lab, 0)
+    run = up(lab)
+    assert run.code == 0, run.stderr
+    assert run.json()["changed"] == 0
+    assert containers_on(lab, 0) == before
+
+
+def test_live_plan_shows_what_up_would_change(lab):
+    quiet = rke_py("plan", *cluster_args(lab, "--output", "json"))
+    assert quiet.code == 0, quiet.stderr
+    assert quiet.json()["changes"] == 0
+    host_exec(lab, 0, "docker rm -f kube-proxy")
+    run = rke_py("plan", *cluster_args(lab, "--output", "json"))
+    assert run.json()["hosts"][0]["actions"] == [
+        {"kind": "create", "phase": "worker", "target": "kube-proxy", "reason": "missing"}
+    ]
+    assert "kube-proxy" not in containers_on(lab, 0)  # plan changed nothing
+    assert up(lab).code == 0
+
+
+def test_remove_leaves_the_host_as_it_was(lab):
+    run = rke_py("remove", *cluster_args(lab, "--output", "json"))
+    assert run.code == 2 and "--force" in run.stderr  # no terminal: refuses to prompt, names the flag
+    run = rke_py("remove", *cluster_args(lab, "--force", "--output", "json"))
+    assert run.code == 0, run.stderr
+    assert containers_on(lab, 0) == {}
+    assert host_exec(lab, 0, "ls /etc/kubernetes /var/lib/etcd 2>&1").count("No such file") == 2
+    assert not Path(lab.cluster_yml).with_suffix(".rkestate").exists()
