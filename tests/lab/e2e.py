@@ -63,7 +63,7 @@ def host_exec(lab: Lab, index: int, cmd: str) -> str:
     """Run a shell command on lab host `index` (0-based) through the outer Docker engine: a test oracle
     that does not share rke-py's SSH code."""
     container = docker.from_env().containers.get(lab.hosts[index].name)
-    code, out = container.exec_run(["sh", "-c", cmd])
+    _, out = container.exec_run(["sh", "-c", cmd])
     return out.decode(errors="replace")
 
 
