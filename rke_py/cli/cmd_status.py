@@ -20,7 +20,7 @@ def command(
     with cluster_run("status", config_path, log_file, verbose):
         desired = prepare(config_path, strict=strict)
         with Session(desired, options_from(host_key_policy, known_hosts, concurrency)) as session:
-            session.connect()
+            session.connect(tolerate=True)
             report = session.verify()
         if output == "json":
             emit_json(report.to_dict())

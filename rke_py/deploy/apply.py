@@ -31,12 +31,20 @@ class Target:
 
 
 def execute(
-    target: Target, action: Action, bundle: Mapping[str, CertKeyPair], auth: Mapping[str, dict]
+    target: Target,
+    action: Action,
+    bundle: Mapping[str, CertKeyPair],
+    auth: Mapping[str, dict],
+    *,
+    wait: bool = True,
 ) -> None:
-    """Carry out one action; on failure raise ApplyError naming the host, the step and the log tail."""
-    log.info(
-        "%s: %s", target.address, action.describe(), extra={"host": target.address, "phase": action.plane}
-    )
+    """Carry out one action; on failure raise ApplyError naming the host, the step and the log tail.
+
+    `wait=False` starts a new container without waiting for its health check: the members of a new etcd
+    cluster can only become healthy together.
+    """
+    level = logging.DEBUG if action.kind == "write-file" else logging.INFO  # dozens a host: log file only
+    log.log(level, "%s: %s", target.address, action.describe())
     try:
         if action.kind == "write-file":
             f = action.file
@@ -47,9 +55,10 @@ def execute(
             _remove(target.docker, target.facts.containers[action.target].id)
         elif action.kind == "start":
             target.docker.api.start(target.facts.containers[action.target].id)
-            _wait(target, action.spec, bundle)
+            if wait:
+                wait_for(target, action.spec, bundle)
         elif action.kind == "create":
-            _run_new(target, action.spec, bundle)
+            _run_new(target, action.spec, bundle, wait)
         elif action.kind == "replace":
             _rolling_replace(target, action.spec, bundle)
     except ApplyError:
@@ -96,11 +105,14 @@ def _create(client: docker.DockerClient, spec: ContainerSpec) -> str:
     return created["Id"]
 
 
-def _run_new(target: Target, spec: ContainerSpec, bundle: Mapping[str, CertKeyPair]) -> str:
+def _run_new(
+    target: Target, spec: ContainerSpec, bundle: Mapping[str, CertKeyPair], wait: bool = True
+) -> str:
     cid = _create(target.docker, spec)
     if spec.start:
         target.docker.api.start(cid)
-        _wait(target, spec, bundle, cid)
+        if wait:
+            wait_for(target, spec, bundle, cid)
     return cid
 
 
@@ -124,7 +136,8 @@ def _rolling_replace(target: Target, spec: ContainerSpec, bundle: Mapping[str, C
     _remove(client, old.id)
 
 
-def _wait(target: Target, spec: ContainerSpec, bundle: Mapping[str, CertKeyPair], cid: str = "") -> None:
+def wait_for(target: Target, spec: ContainerSpec, bundle: Mapping[str, CertKeyPair], cid: str = "") -> None:
+    """Wait for the container's health check; fail with the last lines of its log."""
     if spec.health is None:
         return
     ok, detail = wait_healthy(target.conn, spec.health, bundle)

@@ -15,7 +15,7 @@ from pathlib import Path
 from rke_py import config as config_pkg
 from rke_py.config.schema import ClusterConfig, Node
 from rke_py.deploy.actions import Action, diff_host
-from rke_py.deploy.apply import Target, execute, registry_of
+from rke_py.deploy.apply import Target, execute, registry_of, wait_for
 from rke_py.deploy.observe import COMPONENTS, observe
 from rke_py.deploy.parallel import DEFAULT_CONCURRENCY, for_each
 from rke_py.deploy.preflight import preflight
@@ -36,7 +36,7 @@ from rke_py.state import (
     state_path_for,
     write_state,
 )
-from rke_py.verify.checks import Report, role_taints, verify
+from rke_py.verify.checks import Check, Report, role_taints, verify
 from rke_py.verify.kubeapi import KubeAPI, KubeAPIError
 
 log = logging.getLogger("rke_py.deploy")
@@ -85,6 +85,7 @@ class Session:
             desired.config, host_keys=self.host_keys, policy=HostKeyPolicy(options.host_key_policy)
         )
         self.targets: dict[str, Target] = {}
+        self.unreachable: list[HostError] = []
 
     def __enter__(self) -> Session:
         return self
@@ -92,11 +93,13 @@ class Session:
     def __exit__(self, *exc) -> None:
         self.connections.close()
 
-    def connect(self) -> None:
-        """Connect and observe every host in parallel; any failure stops the run before a change."""
+    def connect(self, *, tolerate: bool = False) -> None:
+        """Connect and observe every host in parallel. Any failure stops the run before a change, unless
+        `tolerate` (status: an unreachable host is a finding, not a reason to stop looking)."""
         results, errors = for_each(self.desired.config.nodes, self._connect_one, self.options.concurrency)
         self.targets = {node.address: target for node, target in results}
-        if errors:
+        self.unreachable = errors
+        if errors and not tolerate:
             raise _combined(errors, ConnectError)
 
     def _connect_one(self, node: Node) -> Target:
@@ -118,14 +121,18 @@ class Session:
         }
 
     def kube_api(self) -> KubeAPI:
-        cps = [f"{n.address}:6443" for n in self.desired.config.hosts("controlplane")]
+        """Through the controlplane nodes' addresses, as the admin kubeconfig; reachable ones first."""
+        cps = sorted(self.desired.config.hosts("controlplane"), key=lambda n: n.address not in self.targets)
+        cps = [f"{n.address}:6443" for n in cps]
         return KubeAPI(cps, self.desired.bundle["kube-ca"], self.desired.bundle["kube-admin"])
 
     def verify(self) -> Report:
         d = self.desired
         conns = {a: t.conn for a, t in self.targets.items()}
         hostnames = {a: t.facts.hostname for a, t in self.targets.items()}
-        return verify(d.config, d.plan, d.bundle, conns, hostnames, self.kube_api())
+        report = verify(d.config, d.plan, d.bundle, conns, hostnames, self.kube_api())
+        report.checks[:0] = [Check("host", e.host, False, e.detail) for e in self.unreachable]
+        return report
 
 
 def _combined(errors: list[HostError], kind: type[HostError]) -> RkePyError:
@@ -170,8 +177,7 @@ def up(desired: Desired, options: Options, on_phase: Callable[[str], None] = lam
             on_phase(phase)
             run(phase, config.nodes)
         on_phase("etcd")
-        for node in config.hosts("etcd"):  # one member at a time
-            _run_phase(session, actions, "etcd", [node], desired.bundle, auth, options)
+        _etcd_plane(session, actions, desired, auth, options)
         on_phase("control")
         run("control", config.hosts("controlplane"))
         on_phase("worker")
@@ -202,6 +208,20 @@ def _run_phase(session, actions, phase, nodes, bundle, auth, options) -> None:
     _, errors = for_each(nodes, apply_host, options.concurrency)
     if errors:
         raise _combined(errors, type(errors[0]))
+
+
+def _etcd_plane(session, actions, desired: Desired, auth, options) -> None:
+    """One member at a time. A replaced member must be healthy before the next is touched; new members
+    are started together (a new cluster has no quorum until most of them run) and checked at the end."""
+    nodes = desired.config.hosts("etcd")
+    for node in nodes:
+        target = session.targets[node.address]
+        for action in actions[node.address]:
+            if action.plane == "etcd":
+                execute(target, action, desired.bundle, auth, wait=action.kind != "create")
+    for node in nodes:
+        spec = next(c for c in desired.plan.node(node.address).etcd if c.name == "etcd")
+        wait_for(session.targets[node.address], spec, desired.bundle)
 
 
 def _registry_auth(config: ClusterConfig) -> dict[str, dict]:

@@ -81,7 +81,7 @@ def target_for(node: Node, config: ClusterConfig) -> SSHTarget:
         ssh_cert=node.ssh_cert,
         ssh_cert_path="" if node.ssh_cert else (node.ssh_cert_path or config.ssh_cert_path),
         ssh_agent_auth=node.ssh_agent_auth or config.ssh_agent_auth,
-        name=node.name,
+        name=node.address,  # every rke-py message names a node by its cluster.yml address
     )
 
 

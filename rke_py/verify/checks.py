@@ -84,7 +84,7 @@ def _probe_component(report, name, node: Node, plan, bundle, conns) -> None:
     conn = conns.get(node.address)
     spec = next((c for c in plan.node(node.address).containers if c.name == name), None)
     if conn is None or spec is None or spec.health is None:
-        report.checks.append(Check(name, node.address, False, "host not connected"))
+        report.checks.append(Check(name, node.address, False, "host unreachable"))
         return
     ok, detail = probe(conn, spec.health, bundle)
     report.checks.append(Check(name, node.address, ok, detail))
@@ -95,7 +95,7 @@ def _check_proxy(report, config: ClusterConfig, node: Node, plan, bundle, conns)
     conn = conns.get(node.address)
     spec = next((c for c in plan.node(node.address).containers if c.name == "nginx-proxy"), None)
     if conn is None or spec is None:
-        report.checks.append(Check("nginx-proxy", node.address, False, "host not connected"))
+        report.checks.append(Check("nginx-proxy", node.address, False, "host unreachable"))
         return
     ok, detail = probe(conn, spec.health, bundle)
     conf = next(f for f in plan.node(node.address).files if f.path.endswith(NGINX_CONF))

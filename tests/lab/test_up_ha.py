@@ -1,0 +1,189 @@
+"""Five lab hosts (3 etcd+controlplane, 2 workers): the HA cluster a user builds, changed step by step.
+
+The tests run in file order against one cluster, each starting from the state the previous one left,
+as a user's successive `rke-py up` runs would.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import docker
+import paramiko
+import pytest
+
+from rke_py.lab import hosts
+from tests.lab.conftest import owned_lab_name
+from tests.lab.e2e import (
+    changes,
+    cluster_args,
+    containers_on,
+    edit_cluster_yml,
+    host_exec,
+    kubectl,
+    rke_py,
+    up,
+)
+
+pytestmark = pytest.mark.lab
+
+CP = (0, 1, 2)
+WORKERS = (3, 4)
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory, lab_factory):
+    name = owned_lab_name("ha")
+    made = hosts.up(name, 5, str(tmp_path_factory.mktemp("labs") / name))
+    edit_cluster_yml(
+        made, lambda d: [n.__setitem__("role", ["etcd", "controlplane"]) for n in d["nodes"][:3]]
+    )
+    yield made
+    hosts.down(made.name, str(made.dir))
+
+
+def all_containers(lab) -> list[dict[str, str]]:
+    return [containers_on(lab, i) for i in range(len(lab.hosts))]
+
+
+def test_up_builds_five_ready_nodes_with_both_leaders(lab):
+    run = up(lab)
+    assert run.code == 0, run.stderr
+    doc = run.json()
+    assert doc["ok"] is True, doc["verify"]
+    nodes = kubectl(lab, "get", "nodes", "--no-headers").splitlines()
+    assert len(nodes) == 5 and all(" Ready " in line for line in nodes), nodes
+    leases = kubectl(lab, "-n", "kube-system", "get", "leases", "--no-headers")
+    assert {line.split()[0] for line in leases.splitlines()} >= {"kube-controller-manager", "kube-scheduler"}
+    status = rke_py("status", *cluster_args(lab, "--output", "json"))
+    assert status.code == 0, status.stderr
+    cp_addresses = {lab.hosts[i].address for i in CP}
+    leaders = {x["name"]: x["holder_node"] for x in status.json()["leases"]}
+    assert set(leaders) == {"kube-controller-manager", "kube-scheduler"}
+    assert set(leaders.values()) <= cp_addresses
+    for i in WORKERS:  # every worker reaches an apiserver through its own proxy
+        assert "nginx-proxy" in containers_on(lab, i)
+    proxies = [c for c in status.json()["checks"] if c["name"] == "nginx-proxy"]
+    assert len(proxies) == 2 and all(c["ok"] for c in proxies)
+
+
+def test_second_up_changes_nothing(lab):
+    before = all_containers(lab)
+    run = up(lab, "--no-verify")
+    assert run.code == 0, run.stderr
+    assert run.json()["changed"] == 0
+    assert all_containers(lab) == before
+
+
+def test_an_extra_args_change_replaces_only_that_component(lab):
+    before = all_containers(lab)
+    edit_cluster_yml(
+        lab,
+        lambda d: d.setdefault("services", {}).setdefault("scheduler", {}).update({"extra_args": {"v": "3"}}),
+    )
+    planned = rke_py("plan", *cluster_args(lab, "--output", "json"))
+    run = up(lab)
+    assert run.code == 0, run.stderr
+    expected = {
+        h.address: [("replace", "kube-scheduler")] if i in CP else [] for i, h in enumerate(lab.hosts)
+    }
+    assert changes(run.json()) == expected
+    assert changes(planned.json()) == expected  # plan said exactly what up then did
+    after = all_containers(lab)
+    for i in range(5):
+        for name, cid in before[i].items():
+            assert (after[i][name] == cid) == (name != "kube-scheduler"), (i, name)
+
+
+def test_a_node_leaving_the_controlplane_updates_every_proxy_and_nothing_else(lab):
+    before = all_containers(lab)
+    edit_cluster_yml(lab, lambda d: d["nodes"][2].__setitem__("role", ["etcd", "worker"]))
+    run = up(lab)
+    assert run.code == 0, run.stderr
+    done = changes(run.json())
+    for i in WORKERS:
+        assert done[lab.hosts[i].address] == [
+            ("write-file", "/etc/kubernetes/nginx-proxy/nginx.conf"),
+            ("replace", "nginx-proxy"),
+        ]
+    for i in (0, 1):
+        assert done[lab.hosts[i].address] == []
+        assert all_containers(lab)[i] == before[i]
+    third = done[lab.hosts[2].address]  # the node that changed roles: only its own planes change
+    assert {t for k, t in third if k == "remove"} == {
+        "kube-apiserver",
+        "kube-controller-manager",
+        "kube-scheduler",
+    }
+    assert ("create", "nginx-proxy") in third
+    kept = [lab.hosts[i].address for i in (0, 1)]
+    for i in (2, 3, 4):
+        conf = host_exec(lab, i, "cat /etc/kubernetes/nginx-proxy/nginx.conf")
+        assert [
+            line.split()[1].rsplit(":", 1)[0]
+            for line in conf.splitlines()
+            if line.strip().startswith("server ") and ":6443" in line
+        ] == kept
+    assert run.json()["ok"] is True
+
+
+def lease_holder(lab, name: str, via: int = 0) -> str:
+    """The lease's holder, asked of lab host `via`'s apiserver (the admin kubeconfig names the first)."""
+    server = f"--server=https://{lab.hosts[via].address}:6443"
+    out = kubectl(lab, server, "-n", "kube-system", "get", "lease", name, "-o", "json")
+    return json.loads(out)["spec"]["holderIdentity"]
+
+
+def test_losing_the_leader_host_moves_the_lease_and_proxies_keep_working(lab):
+    holder = lease_holder(lab, "kube-controller-manager")
+    index = next(i for i in (0, 1) if holder.startswith(lab.hosts[i].name + "_"))
+    host = docker.from_env().containers.get(lab.hosts[index].name)
+    host.stop(timeout=1)
+    try:
+        stopped = time.monotonic()
+        new = holder
+        while new == holder and time.monotonic() - stopped < 30:
+            time.sleep(1)
+            new = lease_holder(lab, "kube-controller-manager", via=1 - index)
+        took = time.monotonic() - stopped
+        assert new != holder and took <= 20, (new, took)
+        status = rke_py("status", *cluster_args(lab, "--output", "json"))
+        assert status.code == 6  # a host is down: verification fails, and says which
+        doc = status.json()
+        assert any(c["name"] == "host" and c["target"] == lab.hosts[index].address for c in doc["checks"])
+        survivor = lab.hosts[1 - index].address
+        assert {x["name"]: x["holder_node"] for x in doc["leases"]}["kube-controller-manager"] == survivor
+        proxies = [c for c in doc["checks"] if c["name"] == "nginx-proxy"]
+        assert len(proxies) == 3 and all(c["ok"] for c in proxies), proxies
+    finally:
+        host.start()
+        deadline = time.monotonic() + 60
+        while "ok" not in host_exec(lab, index, "docker info >/dev/null 2>&1 && echo ok"):
+            assert time.monotonic() < deadline, "the lab host did not come back"
+            time.sleep(1)
+
+
+def test_a_host_refusing_our_key_stops_the_run_before_any_change(lab, tmp_path):
+    before = all_containers(lab)
+    stranger = tmp_path / "id_other"
+    paramiko.RSAKey.generate(2048).write_private_key_file(str(stranger))
+
+    def break_node_5(d):
+        d["nodes"][4]["ssh_key_path"] = str(stranger)
+        d["services"]["scheduler"]["extra_args"]["v"] = "4"
+
+    edit_cluster_yml(lab, break_node_5)
+    run = up(lab)
+    assert run.code == 3, run.stderr
+    assert f"{lab.hosts[4].address}: ssh: authentication as root failed" in run.stderr
+    assert all_containers(lab) == before
+
+
+def test_remove_leaves_every_host_clean(lab):
+    edit_cluster_yml(lab, lambda d: d["nodes"][4].pop("ssh_key_path"))
+    run = rke_py("remove", *cluster_args(lab, "--force"))
+    assert run.code == 0, run.stderr
+    assert all_containers(lab) == [{}] * 5
+    for i in range(5):
+        assert "No such file" in host_exec(lab, i, "ls /etc/kubernetes 2>&1")
