@@ -81,12 +81,10 @@ def control_plane(config: ClusterConfig, node: Node) -> list[ContainerSpec]:
 
 def worker_plane(config: ClusterConfig, node: Node) -> list[ContainerSpec]:
     """Every node; nodes without their own apiserver reach the others through nginx-proxy, started first."""
-    if node.has("controlplane"):
-        first = []  # the control plane already created the sidekick
-    else:
-        first = [nginx_proxy.container(config), sidekick.container(config)]
+    # On controlplane nodes the control plane already created the sidekick.
+    own = [] if node.has("controlplane") else [nginx_proxy.container(config), sidekick.container(config)]
     return [
-        *first,
+        *own,
         kubelet.container(config, node),
         kube_proxy.container(config, node),
     ]
