@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from rke_py.cli.options import output_option
+from rke_py.cli.output import emit_json
 
 name_option = click.option(
     "--name", default="lab", show_default=True, help="Lab name (prefix of everything it makes)."
@@ -66,12 +67,26 @@ def command() -> None:
     "--nodes", "-n", default=3, show_default=True, type=click.IntRange(1, 200), help="Number of hosts."
 )
 @dir_option
+@output_option
 @docker_errors
-def up(name: str, nodes: int, directory: str | None) -> None:
+def up(name: str, nodes: int, directory: str | None, output: str) -> None:
     """Create lab NAME with N hosts (or start the hosts of an existing one)."""
     from rke_py.lab import clusteryml, hosts
 
     lab = hosts.up(name, nodes, directory, progress=Progress())
+    if output == "json":
+        emit_json(
+            {
+                "name": lab.name,
+                "dir": str(lab.dir),
+                "cluster_yml": str(lab.cluster_yml),
+                "known_hosts": str(lab.known_hosts),
+                "ssh_key": str(lab.key_path),
+                "hosts": [{"name": h.name, "address": h.address, "roles": h.role} for h in lab.hosts],
+                "next": clusteryml.up_command(lab),
+            }
+        )
+        return
     for host in lab.hosts:
         click.echo(f"{host.name}  {host.address}  {','.join(host.role)}")
     click.echo(f"cluster.yml:  {lab.cluster_yml}")
