@@ -56,7 +56,7 @@ def command(
                 {"changes": sum(map(len, changes.values())), "hosts": actions_doc(desired.config, changes)}
             )
         elif any(changes.values()):
-            print_actions(console(), desired.config, changes, title="Changes `rke-py up` would make")
+            print_actions(console(), changes, title="Changes `rke-py up` would make")
         else:
             console().print("Nothing to change: every host already matches cluster.yml.")
 

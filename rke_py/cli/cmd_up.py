@@ -41,7 +41,7 @@ def command(
         else:
             out = console()
             if result.changed:
-                print_actions(out, desired.config, result.actions, title="Changes made")
+                print_actions(out, result.actions, title="Changes made")
             else:
                 out.print("Nothing to change: every host already matches cluster.yml.")
             if result.report:

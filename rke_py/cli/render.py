@@ -13,27 +13,29 @@ from rke_py.verify.checks import Report
 
 
 def actions_doc(config: ClusterConfig, actions: dict[str, list[Action]]) -> list[dict[str, Any]]:
+    """Per host, in cluster.yml order, then hosts that left cluster.yml (roles: [])."""
+    nodes = {n.address: n for n in config.nodes}
     return [
         {
-            "address": node.address,
-            "hostname": node.name,
-            "roles": list(node.role),
+            "address": address,
+            "hostname": nodes[address].name if address in nodes else "",
+            "roles": list(nodes[address].role) if address in nodes else [],
             "actions": [
                 {"kind": a.kind, "phase": a.plane, "target": a.target, "reason": a.reason}
-                for a in actions.get(node.address, [])
+                for a in host_actions
             ],
         }
-        for node in config.nodes
+        for address, host_actions in actions.items()
     ]
 
 
-def print_actions(out: Console, config: ClusterConfig, actions: dict[str, list[Action]], title: str) -> None:
+def print_actions(out: Console, actions: dict[str, list[Action]], title: str) -> None:
     table = Table(title=title)
     for column in ("host", "phase", "action", "target", "why"):
         table.add_column(column)
-    for node in config.nodes:
-        for a in actions.get(node.address, []):
-            table.add_row(node.address, a.plane, a.kind, a.target, a.reason)
+    for address, host_actions in actions.items():
+        for a in host_actions:
+            table.add_row(address, a.plane, a.kind, a.target, a.reason)
     out.print(table)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rke_py.config.schema import Node
 from rke_py.deploy.facts import HostFacts
 from rke_py.plan.model import ContainerSpec, FileSpec, NodePlan
 
@@ -15,7 +16,8 @@ PLANES = ("etcd", "control", "worker")
 
 @dataclass(frozen=True)
 class Action:
-    """One change to one host: write-file, pull-image, create, replace, start or remove."""
+    """One change to one host: write-file, pull-image, create, replace, start or remove; and for hosts
+    that left cluster.yml, remove-member (run through a remaining etcd host) and clean-host."""
 
     kind: str
     plane: str  # "cleanup", "files", "images", "etcd", "control" or "worker": the phase it runs in
@@ -23,6 +25,7 @@ class Action:
     reason: str = ""
     file: FileSpec | None = None
     spec: ContainerSpec | None = None
+    node: Node | None = None  # remove-member: the host whose etcd member goes
 
     def describe(self) -> str:
         text = f"{self.kind} {self.target}"

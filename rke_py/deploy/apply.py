@@ -12,6 +12,7 @@ from docker.errors import APIError, NotFound
 
 from rke_py.deploy.actions import Action
 from rke_py.deploy.facts import HostFacts
+from rke_py.deploy.reconcile import clean_host, remove_etcd_members
 from rke_py.errors import ApplyError
 from rke_py.pki.certs import CertKeyPair
 from rke_py.plan.model import ContainerSpec
@@ -28,6 +29,7 @@ class Target:
     conn: object
     docker: docker.DockerClient
     facts: HostFacts
+    prefix: str = "/"
 
 
 def execute(
@@ -61,6 +63,10 @@ def execute(
             _run_new(target, action.spec, bundle, wait)
         elif action.kind == "replace":
             _rolling_replace(target, action.spec, bundle)
+        elif action.kind == "remove-member":
+            remove_etcd_members(target.docker, target.address, [action.node])
+        elif action.kind == "clean-host":
+            clean_host(target.docker, target.conn.run, target.prefix)
     except ApplyError:
         raise
     except (APIError, OSError) as exc:

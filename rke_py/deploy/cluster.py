@@ -16,9 +16,10 @@ from rke_py import config as config_pkg
 from rke_py.config.schema import ClusterConfig, Node
 from rke_py.deploy.actions import Action, diff_host
 from rke_py.deploy.apply import Target, execute, registry_of, wait_for
-from rke_py.deploy.observe import COMPONENTS, observe
+from rke_py.deploy.observe import observe
 from rke_py.deploy.parallel import DEFAULT_CONCURRENCY, for_each
 from rke_py.deploy.preflight import preflight
+from rke_py.deploy.reconcile import clean_host, delete_nodes, leaving_actions, removed_nodes
 from rke_py.errors import ConnectError, HostError, PreflightError, RkePyError, VerifyError
 from rke_py.files import write_private_file
 from rke_py.hosts.connections import Connections
@@ -31,6 +32,7 @@ from rke_py.state import (
     ClusterState,
     State,
     kubeconfig_path_for,
+    nodes_from_rke_json,
     read_state,
     rke_config_json,
     state_path_for,
@@ -61,6 +63,7 @@ class Desired:
     plan: ClusterPlan
     warnings: list = field(default_factory=list)
     certificates_from_state: bool = False  # False: a new cluster, certificates made in this run
+    removed: list[Node] = field(default_factory=list)  # hosts of the last applied config no longer listed
 
 
 def prepare(config_path: str | Path, *, strict: bool = False) -> Desired:
@@ -71,7 +74,8 @@ def prepare(config_path: str | Path, *, strict: bool = False) -> Desired:
     previous = state.desired.certificates or state.current.certificates
     bundle = build_bundle(loaded.config, previous or None)
     plan = build_plan(loaded.config, bundle)
-    return Desired(config_path, loaded.config, state, bundle, plan, loaded.warnings, bool(previous))
+    gone = removed_nodes(nodes_from_rke_json(state.current.rke_config), loaded.config.nodes)
+    return Desired(config_path, loaded.config, state, bundle, plan, loaded.warnings, bool(previous), gone)
 
 
 class Session:
@@ -86,6 +90,7 @@ class Session:
         )
         self.targets: dict[str, Target] = {}
         self.unreachable: list[HostError] = []
+        self.removed_targets: dict[str, Target] = {}
 
     def __enter__(self) -> Session:
         return self
@@ -101,24 +106,31 @@ class Session:
         self.unreachable = errors
         if errors and not tolerate:
             raise _combined(errors, ConnectError)
+        gone, lost = for_each(self.desired.removed, self._connect_one, self.options.concurrency)
+        self.removed_targets = {node.address: target for node, target in gone}
+        for error in lost:  # as RKE: a removed host that cannot be reached is left as it is
+            log.warning("%s: left cluster.yml but cannot be cleaned: %s", error.host, error.detail)
 
     def _connect_one(self, node: Node) -> Target:
         conn = self.connections.get(node)
         try:
             client = self.connections.docker(node)
-            plan = self.desired.plan.node(node.address)
+            plan = next((p for p in self.desired.plan.nodes if p.address == node.address), None)
             facts = observe(node.address, client, conn.run, plan, self.desired.config.prefix_path)
         except HostError:
             raise
         except Exception as exc:
             raise ConnectError(node.address, "docker", str(exc)) from exc
-        return Target(node.address, conn, client, facts)
+        return Target(node.address, conn, client, facts, self.desired.config.prefix_path)
 
     def actions(self) -> dict[str, list[Action]]:
-        return {
+        actions = {
             n.address: diff_host(self.desired.plan.node(n.address), self.targets[n.address].facts)
             for n in self.desired.config.nodes
         }
+        for node in self.desired.removed:
+            actions[node.address] = leaving_actions(node, self.removed_targets.get(node.address))
+        return actions
 
     def kube_api(self) -> KubeAPI:
         """Through the controlplane nodes' addresses, as the admin kubeconfig; reachable ones first."""
@@ -182,6 +194,9 @@ def up(desired: Desired, options: Options, on_phase: Callable[[str], None] = lam
         run("control", config.hosts("controlplane"))
         on_phase("worker")
         run("worker", config.nodes)
+        if desired.removed:
+            on_phase("removed")
+            _clean_removed(session, actions, desired, auth, options)
         desired.state.host_keys.update(session.host_keys.learned)
         _save_state(desired, state_file, current=True)
         kubeconfig = kubeconfig_path_for(desired.config_path)
@@ -190,10 +205,24 @@ def up(desired: Desired, options: Options, on_phase: Callable[[str], None] = lam
         report = None
         if options.verify:
             on_phase("verify")
-            api = session.kube_api()
-            _sync_nodes(config, api)
-            report = session.verify()
+            _sync_nodes(config, session.kube_api())
+            report = _settled_report(session)
         return UpResult(actions, report, kubeconfig, state_file)
+
+
+def _settled_report(session: Session, within: float = 45) -> Report:
+    """Verify until it passes or `within` seconds pass: a lease whose holder was just replaced stays
+    with the old holder until it expires (15 s by default), and new nodes take a moment to be Ready."""
+    deadline = time.monotonic() + within
+    report = session.verify()
+    while not report.ok and time.monotonic() < deadline:
+        log.info(
+            "waiting for the cluster to settle: %s",
+            "; ".join(f"{c.name} {c.target}" for c in report.failures()),
+        )
+        time.sleep(3)
+        report = session.verify()
+    return report
 
 
 def _run_phase(session, actions, phase, nodes, bundle, auth, options) -> None:
@@ -211,9 +240,18 @@ def _run_phase(session, actions, phase, nodes, bundle, auth, options) -> None:
 
 
 def _etcd_plane(session, actions, desired: Desired, auth, options) -> None:
-    """One member at a time. A replaced member must be healthy before the next is touched; new members
-    are started together (a new cluster has no quorum until most of them run) and checked at the end."""
+    """One member at a time. Members of hosts that left go first; a replaced member must be healthy
+    before the next is touched; new members are started together (a new cluster has no quorum until
+    most of them run) and checked at the end."""
     nodes = desired.config.hosts("etcd")
+    via = next(
+        (session.targets[n.address] for n in nodes if "etcd" in session.targets[n.address].facts.containers),
+        None,
+    )
+    for node in desired.removed:
+        for action in actions[node.address]:
+            if action.plane == "etcd" and via is not None:
+                execute(via, action, desired.bundle, auth)
     for node in nodes:
         target = session.targets[node.address]
         for action in actions[node.address]:
@@ -222,6 +260,20 @@ def _etcd_plane(session, actions, desired: Desired, auth, options) -> None:
     for node in nodes:
         spec = next(c for c in desired.plan.node(node.address).etcd if c.name == "etcd")
         wait_for(session.targets[node.address], spec, desired.bundle)
+
+
+def _clean_removed(session, actions, desired: Desired, auth, options) -> None:
+    def clean(node: Node) -> None:
+        target = session.removed_targets.get(node.address)
+        for action in actions[node.address]:
+            if target is not None and action.plane == "removed":
+                execute(target, action, desired.bundle, auth)
+
+    _, errors = for_each(desired.removed, clean, options.concurrency)
+    if errors:
+        raise _combined(errors, type(errors[0]))
+    if desired.config.hosts("controlplane"):
+        delete_nodes(session.kube_api(), desired.removed)
 
 
 def _registry_auth(config: ClusterConfig) -> dict[str, dict]:
@@ -280,14 +332,7 @@ def remove(desired: Desired, options: Options) -> dict[str, list[str]]:
 
         def clean(node: Node) -> list[str]:
             target = session.targets[node.address]
-            done = []
-            for name in reversed(COMPONENTS):
-                seen = target.facts.containers.get(name)
-                if seen:
-                    target.docker.api.remove_container(seen.id, force=True)
-                    done.append(name)
-            target.conn.run("rm -rf " + " ".join(_cleaned_dirs(desired.config.prefix_path)))
-            return done
+            return clean_host(target.docker, target.conn.run, desired.config.prefix_path)
 
         results, errors = for_each(desired.config.nodes, clean, options.concurrency)
         if errors:
@@ -296,20 +341,6 @@ def remove(desired: Desired, options: Options) -> dict[str, list[str]]:
     for path in (state_path_for(desired.config_path), kubeconfig_path_for(desired.config_path)):
         path.unlink(missing_ok=True)
     return removed
-
-
-def _cleaned_dirs(prefix: str) -> list[str]:
-    """What RKE's kube-cleaner wipes, plus the audit log dir rke-py's apiserver writes."""
-    p = prefix.rstrip("/")
-    return [
-        f"{p}/etc/kubernetes",
-        f"{p}/var/lib/etcd",
-        f"{p}/var/lib/cni",
-        "/etc/cni",
-        "/opt/cni",
-        "/var/run/calico",
-        f"{p}/var/log/kube-audit",
-    ]
 
 
 def require_ok(report: Report | None) -> None:

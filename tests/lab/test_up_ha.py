@@ -180,8 +180,28 @@ def test_a_host_refusing_our_key_stops_the_run_before_any_change(lab, tmp_path):
     assert all_containers(lab) == before
 
 
+def test_a_host_removed_from_cluster_yml_leaves_etcd_and_is_cleaned(lab):
+    third = lab.hosts[2]
+
+    def drop_third(d):
+        d["nodes"][4].pop("ssh_key_path")  # undo the previous test's broken key and change
+        d["services"]["scheduler"]["extra_args"]["v"] = "3"
+        del d["nodes"][2]
+
+    edit_cluster_yml(lab, drop_third)
+    run = up(lab)
+    assert run.code == 0, run.stderr
+    done = changes(run.json())
+    assert done[third.address] == [("remove-member", third.address), ("clean-host", third.address)]
+    assert containers_on(lab, 2) == {}
+    assert "No such file" in host_exec(lab, 2, "ls /etc/kubernetes 2>&1")
+    members = host_exec(lab, 0, "docker exec etcd etcdctl member list")
+    assert len(members.splitlines()) == 2 and third.address not in members, members
+    assert third.name not in kubectl(lab, "get", "nodes")
+    assert run.json()["ok"] is True
+
+
 def test_remove_leaves_every_host_clean(lab):
-    edit_cluster_yml(lab, lambda d: d["nodes"][4].pop("ssh_key_path"))
     run = rke_py("remove", *cluster_args(lab, "--force"))
     assert run.code == 0, run.stderr
     assert all_containers(lab) == [{}] * 5
