@@ -7,7 +7,7 @@ import time
 import click
 
 from rke_py.cli.options import host_command_options
-from rke_py.cli.output import console, emit_json, print_warnings
+from rke_py.cli.output import console, emit_json, phase_progress, print_warnings
 from rke_py.cli.render import actions_doc, print_actions, print_report
 from rke_py.cli.run import cluster_run, options_from
 from rke_py.deploy.cluster import prepare, require_ok, up
@@ -24,7 +24,9 @@ def command(
         started = time.monotonic()
         desired = prepare(config_path, strict=strict)
         print_warnings(desired.warnings)
-        result = up(desired, options_from(host_key_policy, known_hosts, concurrency, verify=not no_verify))
+        with phase_progress() as on_phase:
+            options = options_from(host_key_policy, known_hosts, concurrency, verify=not no_verify)
+            result = up(desired, options, on_phase)
         seconds = round(time.monotonic() - started, 1)
         if output == "json":
             emit_json(

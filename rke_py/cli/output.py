@@ -6,9 +6,11 @@ With `--output json` stdout carries exactly one JSON document.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,3 +61,27 @@ def console() -> Console:
 def print_warnings(warnings) -> None:
     for warning in warnings:
         click.echo(str(warning), err=True)
+
+
+PHASES = {
+    "connect": "connecting to every host",
+    "preflight": "preflight checks",
+    "cleanup": "removing containers the nodes no longer need",
+    "files": "writing certificates and configuration files",
+    "images": "pulling images",
+    "etcd": "etcd plane, one member at a time",
+    "control": "control plane",
+    "worker": "worker plane",
+    "removed": "cleaning hosts that left cluster.yml",
+    "verify": "verifying the cluster",
+}
+
+
+@contextlib.contextmanager
+def phase_progress() -> Iterator[Callable[[str], None]]:
+    """A spinner naming the current phase on a terminal; a plain log line per phase otherwise."""
+    if not sys.stderr.isatty():
+        yield lambda phase: logging.getLogger(LOGGER).info("phase: %s", PHASES.get(phase, phase))
+        return
+    with Console(stderr=True).status("starting") as status:
+        yield lambda phase: status.update(PHASES.get(phase, phase) + " ...")

@@ -26,7 +26,8 @@ def cluster_run(command: str, config_path: str, log_file: str | None, verbose: b
     try:
         with cluster_lock(path):
             yield
-    except RkePyError:
+    except RkePyError as exc:
+        log.debug("failed (exit %d): %s", exc.exit_status, exc)  # stderr shows it via main; keep it here too
         click.echo(f"log file: {log_path}", err=True)
         raise
 
