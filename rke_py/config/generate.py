@@ -14,17 +14,16 @@ import os
 import re
 import tempfile
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import Any
 
-import jinja2
 from ruamel.yaml.nodes import ScalarNode
 from ruamel.yaml.resolver import VersionedResolver
 
 from rke_py.config import defaults, kdm
 from rke_py.config.schema import ROLES
 from rke_py.errors import UsageError
+from rke_py.templating import template
 
 DEFAULT_USER = "ubuntu"  # what `rke config` offers; cloud images of Ubuntu log in as this user
 CONFIG_MODE = 0o640  # what `rke config` writes: no secrets inside, but not for everyone either
@@ -98,7 +97,7 @@ def parse_node_option(text: str) -> NodeInput:
 def render_cluster_yml(nodes: list[NodeInput], *, cluster: ClusterInput | None = None, **fields: Any) -> str:
     """A commented cluster.yml for `nodes`; `fields` override ClusterInput's (e.g. cluster_name="lab")."""
     settings = dataclasses.replace(cluster or ClusterInput(), **fields)
-    return _template().render(
+    return template("cluster.yml.j2", {"y": yaml_scalar}).render(
         nodes=nodes,
         cluster=settings,
         default_version=kdm.DEFAULT_K8S_VERSION,
@@ -175,18 +174,3 @@ def yaml_scalar(value: object) -> str:
         str(resolver.resolve(ScalarNode, text, (True, False))) == _STR for resolver in _RESOLVERS
     )
     return text if plain else json.dumps(text, ensure_ascii=False)
-
-
-@cache
-def _template() -> jinja2.Template:
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("rke_py", "templates"),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        autoescape=False,
-    )
-    env.filters["y"] = yaml_scalar
-    env.filters["quoted"] = lambda value: json.dumps(str(value), ensure_ascii=False)
-    return env.get_template("cluster.yml.j2")

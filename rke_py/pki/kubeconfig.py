@@ -7,31 +7,14 @@ a file's hash (part of every container's spec hash) is stable from run to run.
 from __future__ import annotations
 
 import base64
-import json
-from functools import cache
-
-import jinja2
 
 from rke_py.config.schema import ClusterConfig
 from rke_py.pki.bundle import CA, KUBE_ADMIN, Bundle
 from rke_py.pki.paths import cert_path, key_path
+from rke_py.templating import template
 
 LOCAL_SERVER = "https://127.0.0.1:6443"  # every node reaches an apiserver here (itself, or nginx-proxy)
 LOCAL_CLUSTER = "local"
-
-
-@cache
-def _template() -> jinja2.Template:
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("rke_py", "templates"),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        keep_trailing_newline=True,
-        autoescape=False,
-    )
-    # A JSON string is a valid YAML double-quoted scalar: names with quotes cannot break the file.
-    env.filters["quote"] = lambda s: json.dumps(str(s), ensure_ascii=False)
-    return env.get_template("kubeconfig.yaml.j2")
 
 
 def _b64(text: str) -> str:
@@ -40,7 +23,7 @@ def _b64(text: str) -> str:
 
 def component_kubeconfig(name: str) -> str:
     """The kubeconfig RKE gives certificate `name` (`kubecfg-<name>.yaml`), paths as seen in containers."""
-    return _template().render(
+    return template("kubeconfig.yaml.j2").render(
         ca_data="",
         ca_path=cert_path(CA),
         server=LOCAL_SERVER,
@@ -63,7 +46,7 @@ def default_server(config: ClusterConfig) -> str:
 def admin_kubeconfig(config: ClusterConfig, bundle: Bundle, server: str) -> str:
     """`kube_config_<cluster>.yml`: kube-admin's certificate and key embedded, named `cluster_name`."""
     admin = bundle[KUBE_ADMIN]
-    return _template().render(
+    return template("kubeconfig.yaml.j2").render(
         ca_data=_b64(bundle[CA].leaf_pem),
         server=server,
         cluster=config.cluster_name,

@@ -7,33 +7,14 @@ nginx is enough; the image only needs the stream module.
 
 from __future__ import annotations
 
-from functools import cache
-
-import jinja2
-
 from rke_py.config.schema import ClusterConfig
 from rke_py.plan.common import host_path
 from rke_py.plan.model import ContainerSpec, FileSpec, HealthCheck
+from rke_py.templating import template
 
 NAME = "nginx-proxy"
 CONF_DIR = "/etc/kubernetes/nginx-proxy"  # on the host, under prefix_path
 MOUNT_DIR = "/etc/nginx/rke-py"  # in the container
-
-
-def hostport(host: str, port: int) -> str:
-    """`host:port`, with IPv6 addresses in brackets as nginx wants them."""
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-@cache
-def environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("rke_py", "templates"),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-    )
-    env.filters["hostport"] = hostport
-    return env
 
 
 def apiservers(config: ClusterConfig) -> list[str]:
@@ -42,7 +23,7 @@ def apiservers(config: ClusterConfig) -> list[str]:
 
 
 def render(config: ClusterConfig) -> str:
-    return environment().get_template("nginx.conf.j2").render(apiservers=apiservers(config))
+    return template("nginx.conf.j2").render(apiservers=apiservers(config))
 
 
 def conf_path(config: ClusterConfig) -> str:

@@ -6,7 +6,7 @@ import pytest
 
 from rke_py.config.schema import BaseService, ClusterConfig
 from rke_py.plan.common import host_path, remove_z, render_flags
-from rke_py.plan.nginx_proxy import hostport
+from rke_py.templating import hostport
 
 
 @pytest.mark.parametrize(
