@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.logging import RichHandler
 
 LOGGER = "rke_py"
+STDERR = Console(stderr=True)  # shared by log lines and the spinner so rich keeps them apart
 
 
 def setup_logging(log_file: Path | None, *, verbose: bool = False) -> None:
@@ -30,7 +31,7 @@ def setup_logging(log_file: Path | None, *, verbose: bool = False) -> None:
     root.setLevel(logging.DEBUG)
     root.handlers.clear()
     if sys.stderr.isatty():
-        handler: logging.Handler = RichHandler(console=Console(stderr=True), show_path=False, markup=False)
+        handler: logging.Handler = RichHandler(console=STDERR, show_path=False, markup=False)
     else:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%Y-%m-%dT%H:%M:%S"))
@@ -83,5 +84,5 @@ def phase_progress() -> Iterator[Callable[[str], None]]:
     if not sys.stderr.isatty():
         yield lambda phase: logging.getLogger(LOGGER).info("phase: %s", PHASES.get(phase, phase))
         return
-    with Console(stderr=True).status("starting") as status:
+    with STDERR.status("starting") as status:
         yield lambda phase: status.update(PHASES.get(phase, phase) + " ...")
