@@ -23,9 +23,8 @@ from typing import Any
 
 import docker
 from docker.models.containers import Container
-from docker.types import IPAMConfig, IPAMPool
 
-from rke_py.lab import clusteryml, images, keys, registry
+from rke_py.lab import clusteryml, images, keys, registry, subnets
 from rke_py.lab.images import LabImage, Progress, lab_file
 from rke_py.lab.state import (
     CLUSTER_FILE,
@@ -61,39 +60,16 @@ def _check_name(name: str) -> None:
         raise LabError(f"lab name {name!r}: use lowercase letters, digits and '-', at most 31 characters")
 
 
-def _machine_networks() -> list[ipaddress.IPv4Network]:
-    """Networks this machine routes to directly (a lab subnet must not shadow one of them)."""
-    nets = []
-    with open("/proc/net/route") as f:
-        for line in f.readlines()[1:]:
-            fields = line.split()
-            dest, mask = (int(fields[1], 16).to_bytes(4, "little"), int(fields[7], 16).to_bytes(4, "little"))
-            net = ipaddress.ip_network(f"{ipaddress.IPv4Address(dest)}/{ipaddress.IPv4Address(mask)}")
-            if net.prefixlen > 0:
-                nets.append(net)
-    return nets
-
-
 def choose_subnet(client: docker.DockerClient, name: str) -> ipaddress.IPv4Network:
     """172.30.X.0/24 with X from the lab name's hash, moved on past any subnet already in use."""
-    used: list[Any] = _machine_networks()
-    for net in client.api.networks():
-        for config in (net.get("IPAM") or {}).get("Config") or []:
-            if config.get("Subnet"):
-                used.append(ipaddress.ip_network(config["Subnet"]))
-    start = int(hashlib.sha256(name.encode()).hexdigest(), 16) % 256
-    for i in range(256):
-        candidate = ipaddress.IPv4Network(f"172.30.{(start + i) % 256}.0/24")
-        if not any(candidate.version == u.version and candidate.overlaps(u) for u in used):
-            return candidate
-    raise LabError("no free /24 left in 172.30.0.0/16 for a lab network")
+    return subnets.free_subnet(client, 30, int(hashlib.sha256(name.encode()).hexdigest(), 16) % 256)
 
 
 def _ensure_network(client: docker.DockerClient, lab: Lab) -> None:
     if client.networks.list(filters={"label": f"{LABEL}={lab.name}"}):
         return
     subnet = ipaddress.IPv4Network(lab.subnet)
-    ipam = IPAMConfig(pool_configs=[IPAMPool(subnet=lab.subnet, gateway=str(subnet.network_address + 1))])
+    ipam = subnets.ipam(subnet)
     client.networks.create(
         lab.network,
         driver="bridge",

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 import docker
 from docker.models.containers import Container
 
+from rke_py.lab import subnets
 from rke_py.lab.images import LabImage, Progress
 from rke_py.lab.state import LABEL, LABEL_ROLE, LabError
 
@@ -63,7 +64,9 @@ def ensure(client: docker.DockerClient, image: LabImage, progress: Progress = la
 def _create(client: docker.DockerClient, image: LabImage, progress: Progress) -> Container:
     progress("starting the lab registry")
     if not client.networks.list(filters={"label": f"{LABEL_ROLE}=registry"}):
-        client.networks.create(NETWORK, driver="bridge", labels=_labels())
+        # Explicit: a subnet from Docker's default pools could cover the labs' 172.30.0.0/16.
+        subnet = subnets.free_subnet(client, 29, 254)
+        client.networks.create(NETWORK, driver="bridge", labels=_labels(), ipam=subnets.ipam(subnet))
     if not client.volumes.list(filters={"label": f"{LABEL_ROLE}=registry"}):
         client.volumes.create(VOLUME, labels=_labels())
     return client.containers.run(

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from rke_py.lab import hosts
 from tests.lab.conftest import owned_lab_name
-from tests.lab.e2e import cluster_args, containers_on, host_exec, kubectl, rke_py, up
+from tests.lab.e2e import cluster_args, containers_on, edit_cluster_yml, host_exec, kubectl, rke_py, up
 
 pytestmark = pytest.mark.lab
 
@@ -73,6 +76,32 @@ def test_live_plan_shows_what_up_would_change(lab):
     assert up(lab).code == 0
 
 
+def test_a_component_that_fails_is_reported_with_its_log_and_the_old_one_is_put_back(lab):
+    before = containers_on(lab, 0)
+    edit_cluster_yml(
+        lab, lambda d: d.setdefault("services", {}).__setitem__("kube-api", {"extra_args": {"bogus": "1"}})
+    )
+    try:
+        run = up(lab)
+        assert run.code == 5, run.stderr
+        assert f"{lab.hosts[0].address}: kube-apiserver: health check failed" in run.stderr
+        assert "unknown flag: --bogus" in run.stderr  # the container's own last log lines
+        assert containers_on(lab, 0) == before  # the previous apiserver is back, under its name
+        assert "true" in host_exec(lab, 0, "docker inspect -f '{{.State.Running}}' kube-apiserver")
+    finally:
+        edit_cluster_yml(lab, lambda d: d.pop("services"))
+    assert up(lab).json()["changed"] == 0
+
+
+def test_up_json_is_one_document_for_json_tool(lab):
+    run = up(lab)
+    done = subprocess.run(
+        [sys.executable, "-m", "json.tool"], input=run.stdout, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert [h["address"] for h in json.loads(done.stdout)["hosts"]] == [lab.hosts[0].address]
+
+
 def test_remove_leaves_the_host_as_it_was(lab):
     run = rke_py("remove", *cluster_args(lab, "--output", "json"))
     assert run.code == 2 and "--force" in run.stderr  # no terminal: refuses to prompt, names the flag
@@ -81,3 +110,15 @@ def test_remove_leaves_the_host_as_it_was(lab):
     assert containers_on(lab, 0) == {}
     assert host_exec(lab, 0, "ls /etc/kubernetes /var/lib/etcd 2>&1").count("No such file") == 2
     assert not Path(lab.cluster_yml).with_suffix(".rkestate").exists()
+
+
+def test_a_port_taken_by_another_program_fails_preflight_and_changes_nothing(lab):
+    host_exec(lab, 0, "busybox httpd -p 6443 -h /tmp")  # a daemon: it outlives this exec
+    try:
+        run = up(lab)
+        assert run.code == 4, run.stderr
+        assert "port 6443 (for kube-apiserver) is already in use by another program" in run.stderr
+        assert containers_on(lab, 0) == {}
+        assert "No such file" in host_exec(lab, 0, "ls /etc/kubernetes 2>&1")
+    finally:
+        host_exec(lab, 0, "pkill -f 'httpd -p 6443'")

@@ -1,0 +1,46 @@
+"""Choosing lab subnets that collide with nothing: not this machine's routes, not other Docker networks.
+
+Every network the lab creates names its subnet, so Docker never picks one from its default pools that
+would later overlap a lab's /24.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+
+import docker
+from docker.types import IPAMConfig, IPAMPool
+
+from rke_py.lab.state import LabError
+
+
+def _machine_networks() -> list[ipaddress.IPv4Network]:
+    """Networks this machine routes to directly (a lab subnet must not shadow one of them)."""
+    nets = []
+    with open("/proc/net/route") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            dest, mask = (int(fields[1], 16).to_bytes(4, "little"), int(fields[7], 16).to_bytes(4, "little"))
+            net = ipaddress.ip_network(f"{ipaddress.IPv4Address(dest)}/{ipaddress.IPv4Address(mask)}")
+            if net.prefixlen > 0:
+                nets.append(net)
+    return nets
+
+
+def free_subnet(client: docker.DockerClient, second_octet: int, start: int) -> ipaddress.IPv4Network:
+    """The first free 172.<second_octet>.X.0/24, trying X from `start` on."""
+    used: list[Any] = _machine_networks()
+    for net in client.api.networks():
+        for config in (net.get("IPAM") or {}).get("Config") or []:
+            if config.get("Subnet"):
+                used.append(ipaddress.ip_network(config["Subnet"]))
+    for i in range(256):
+        candidate = ipaddress.IPv4Network(f"172.{second_octet}.{(start + i) % 256}.0/24")
+        if not any(candidate.version == u.version and candidate.overlaps(u) for u in used):
+            return candidate
+    raise LabError(f"no free /24 left in 172.{second_octet}.0.0/16 for a lab network")
+
+
+def ipam(subnet: ipaddress.IPv4Network) -> IPAMConfig:
+    return IPAMConfig(pool_configs=[IPAMPool(subnet=str(subnet), gateway=str(subnet.network_address + 1))])
