@@ -9,6 +9,7 @@ from rke_py.cli.output import console, emit_json
 from rke_py.cli.render import print_report
 from rke_py.cli.run import cluster_run, options_from
 from rke_py.deploy.cluster import Session, prepare, require_ok
+from rke_py.errors import UsageError
 
 
 @click.command("status")
@@ -19,6 +20,8 @@ def command(
     """Check etcd, apiservers, every node's proxy, the leader leases and the nodes."""
     with cluster_run("status", config_path, log_file, verbose):
         desired = prepare(config_path, strict=strict)
+        if not desired.certificates_from_state:
+            raise UsageError(f"no cluster state beside {config_path}: run `rke-py up` first")
         with Session(desired, options_from(host_key_policy, known_hosts, concurrency)) as session:
             session.connect(tolerate=True)
             report = session.verify()
