@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rke_py import config as config_pkg
-from rke_py.config.schema import ClusterConfig, Node
+from rke_py.config.schema import ROLES, ClusterConfig, Node
 from rke_py.deploy.actions import Action, diff_host
-from rke_py.deploy.apply import Target, execute, registry_of, wait_for
+from rke_py.deploy.apply import Target, execute, wait_for
 from rke_py.deploy.observe import observe
 from rke_py.deploy.parallel import DEFAULT_CONCURRENCY, for_each
 from rke_py.deploy.preflight import preflight
@@ -42,6 +42,7 @@ from rke_py.verify.checks import Check, Report, role_taints, verify
 from rke_py.verify.kubeapi import KubeAPI, KubeAPIError
 
 log = logging.getLogger("rke_py.deploy")
+ROLE_LABEL = "node-role.kubernetes.io"
 
 
 @dataclass
@@ -184,19 +185,20 @@ def up(desired: Desired, options: Options, on_phase: Callable[[str], None] = lam
         if not any(actions.values()):
             log.info("nothing to change: every host already matches cluster.yml")
         auth = _registry_auth(config)
-        run = lambda phase, hosts: _run_phase(session, actions, phase, hosts, desired.bundle, auth, options)  # noqa: E731
-        for phase in ("cleanup", "files", "images"):
+
+        def run(phase: str, targets: dict[str, Target], nodes: list[Node]) -> None:
             on_phase(phase)
-            run(phase, config.nodes)
+            _run_phase(targets, actions, phase, nodes, desired.bundle, auth, options)
+
+        for phase in ("cleanup", "files", "images"):
+            run(phase, session.targets, config.nodes)
         on_phase("etcd")
-        _etcd_plane(session, actions, desired, auth, options)
-        on_phase("control")
-        run("control", config.hosts("controlplane"))
-        on_phase("worker")
-        run("worker", config.nodes)
+        _etcd_plane(session, actions, desired, auth)
+        run("control", session.targets, config.hosts("controlplane"))
+        run("worker", session.targets, config.nodes)
         if desired.removed:
-            on_phase("removed")
-            _clean_removed(session, actions, desired, auth, options)
+            run("removed", session.removed_targets, desired.removed)
+            delete_nodes(session.kube_api(), desired.removed)
         desired.state.host_keys.update(session.host_keys.learned)
         _save_state(desired, state_file, current=True)
         kubeconfig = kubeconfig_path_for(desired.config_path)
@@ -225,10 +227,12 @@ def _settled_report(session: Session, within: float = 45) -> Report:
     return report
 
 
-def _run_phase(session, actions, phase, nodes, bundle, auth, options) -> None:
+def _run_phase(targets, actions, phase, nodes, bundle, auth, options) -> None:
+    """The actions of `phase` on every node, hosts in parallel; a host's own actions in order."""
+
     def apply_host(node: Node) -> None:
-        target = session.targets[node.address]
-        todo = [a for a in actions[node.address] if a.plane == phase]
+        target = targets.get(node.address)
+        todo = [a for a in actions[node.address] if a.plane == phase and target is not None]
         if phase == "files" and todo:
             log.info("%s: writing %d files (certificates, kubeconfigs, configs)", node.address, len(todo))
         for action in todo:
@@ -239,7 +243,7 @@ def _run_phase(session, actions, phase, nodes, bundle, auth, options) -> None:
         raise _combined(errors, type(errors[0]))
 
 
-def _etcd_plane(session, actions, desired: Desired, auth, options) -> None:
+def _etcd_plane(session: Session, actions, desired: Desired, auth) -> None:
     """One member at a time. Members of hosts that left go first; a replaced member must be healthy
     before the next is touched; new members are started together (a new cluster has no quorum until
     most of them run) and checked at the end."""
@@ -262,23 +266,10 @@ def _etcd_plane(session, actions, desired: Desired, auth, options) -> None:
         wait_for(session.targets[node.address], spec, desired.bundle)
 
 
-def _clean_removed(session, actions, desired: Desired, auth, options) -> None:
-    def clean(node: Node) -> None:
-        target = session.removed_targets.get(node.address)
-        for action in actions[node.address]:
-            if target is not None and action.plane == "removed":
-                execute(target, action, desired.bundle, auth)
-
-    _, errors = for_each(desired.removed, clean, options.concurrency)
-    if errors:
-        raise _combined(errors, type(errors[0]))
-    if desired.config.hosts("controlplane"):
-        delete_nodes(session.kube_api(), desired.removed)
-
-
 def _registry_auth(config: ClusterConfig) -> dict[str, dict]:
+    """Credentials per registry host, as `pull` looks them up (an empty url is Docker Hub, as in RKE)."""
     return {
-        registry_of(r.url + "/x"): {"username": r.user, "password": r.password}
+        (r.url.split("://")[-1].split("/")[0] or "docker.io"): {"username": r.user, "password": r.password}
         for r in config.private_registries
         if r.user
     }
@@ -293,21 +284,15 @@ def _save_state(desired: Desired, path: Path, *, current: bool) -> None:
 
 
 def _sync_nodes(config: ClusterConfig, api: KubeAPI, attempts: int = 15) -> None:
-    """Set role labels, configured labels and taints on each Node, as RKE's SyncLabelsAndTaints does."""
+    """Labels and taints on each Node, as RKE's SyncLabelsAndTaints: role labels for the node's roles
+    (others removed), the configured labels and taints, and the role taints; taints others set stay."""
     pending = list(config.nodes)
     for _ in range(attempts):
         still = []
         for node in pending:
-            labels = {f"node-role.kubernetes.io/{r}": "true" for r in node.role} | dict(node.labels)
-            labels |= {
-                "rke.cattle.io/external-ip": node.address,
-                "rke.cattle.io/internal-ip": node.internal_address,
-            }
-            taints = [{"key": k, "value": "true", "effect": e} for k, e in role_taints(node)]
-            taints += [{"key": t.key, "value": t.value, "effect": t.effect} for t in node.taints]
-            body = {"metadata": {"labels": labels}, "spec": {"taints": taints or None}}
             try:
-                api.merge_patch(f"/api/v1/nodes/{node.name}", body)
+                current = api.get(f"/api/v1/nodes/{node.name}")
+                api.merge_patch(f"/api/v1/nodes/{node.name}", node_patch(node, current))
             except KubeAPIError:
                 still.append(node)
         if not still:
@@ -315,6 +300,21 @@ def _sync_nodes(config: ClusterConfig, api: KubeAPI, attempts: int = 15) -> None
         pending = still
         time.sleep(2)
     log.warning("nodes not registered yet, labels and taints not set: %s", ", ".join(n.name for n in pending))
+
+
+def node_patch(node: Node, current: dict) -> dict:
+    labels: dict[str, str | None] = {f"{ROLE_LABEL}/{r}": ("true" if node.has(r) else None) for r in ROLES}
+    labels |= dict(node.labels)
+    labels |= {"rke.cattle.io/external-ip": node.address, "rke.cattle.io/internal-ip": node.internal_address}
+    ours = [{"key": k, "value": "true", "effect": e} for k, e in role_taints(node)]
+    ours += [{"key": t.key, "value": t.value, "effect": t.effect} for t in node.taints]
+    managed = {t["key"] for t in ours}
+    kept = [
+        t
+        for t in current.get("spec", {}).get("taints") or []
+        if t.get("key") not in managed and not t.get("key", "").startswith(ROLE_LABEL + "/")
+    ]
+    return {"metadata": {"labels": labels}, "spec": {"taints": (kept + ours) or None}}
 
 
 def actions(desired: Desired, options: Options) -> dict[str, list[Action]]:
