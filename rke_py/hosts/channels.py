@@ -185,7 +185,8 @@ class _TLSChannel:
         return io.BufferedReader(_Stream(self.recv))
 
     def close(self) -> None:
-        self._chan.close()
+        """Left to http_get: http.client closes its socket as soon as a `Connection: close` response's
+        headers are read, relying on the response's file to keep a real socket open for the body."""
 
 
 class _PlainChannel:
@@ -199,7 +200,7 @@ class _PlainChannel:
         return io.BufferedReader(_Stream(self._chan.recv))
 
     def close(self) -> None:
-        self._chan.close()
+        """Left to http_get, as for _TLSChannel."""
 
 
 def http_get(
@@ -224,3 +225,4 @@ def http_get(
         raise HTTPProblem(f"bad HTTP response: {e!r}") from None
     finally:
         conn.close()
+        chan.close()

@@ -567,6 +567,32 @@ def test_http_get_and_a_closed_port(conn, tls_server):
         conn.http_get(f"http://127.0.0.1:{port}/healthz")
 
 
+class _SlowBody(http.server.BaseHTTPRequestHandler):
+    """Headers first, the body a moment later, then close: how a busy health endpoint answers."""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.flush()
+        time.sleep(0.3)
+        self.wfile.write(b"ok")
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def test_http_get_reads_a_body_that_arrives_after_the_headers(conn):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _SlowBody)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        assert conn.http_get(f"http://127.0.0.1:{server.server_address[1]}/healthz") == (200, b"ok")
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 # --- Docker -------------------------------------------------------------------------------------------
 
 
