@@ -141,6 +141,21 @@ def _serial() -> int:
     return secrets.randbelow(2**63 - 1) + 1
 
 
+def _key_usage(*, ca: bool) -> x509.KeyUsage:
+    """RKE's key usages: signing and key encipherment, plus certificate signing for a CA."""
+    return x509.KeyUsage(
+        digital_signature=True,
+        content_commitment=False,
+        key_encipherment=True,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=ca,
+        crl_sign=False,
+        encipher_only=False,
+        decipher_only=False,
+    )
+
+
 def make_ca(name: str, common_name: str | None = None) -> CertKeyPair:
     """A self-signed CA, valid ten years from now (RKE: `NewSelfSignedCACert`)."""
     key = new_key()
@@ -156,17 +171,7 @@ def make_ca(name: str, common_name: str | None = None) -> CertKeyPair:
         .not_valid_before(now)
         .not_valid_after(now + VALIDITY)
         .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=True,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
+            _key_usage(ca=True),
             critical=True,
         )
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
@@ -203,17 +208,7 @@ def make_signed(
         .not_valid_before(ca.x509.not_valid_before_utc)
         .not_valid_after(now + VALIDITY)
         .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=True,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
+            _key_usage(ca=False),
             critical=True,
         )
         .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
