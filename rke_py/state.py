@@ -49,7 +49,7 @@ class ClusterState:
     desired: State = field(default_factory=State)
     current: State = field(default_factory=State)
     host_keys: dict[str, str] = field(default_factory=dict)  # "host:port" -> "<keytype> <base64>"
-    etcd_members_added: list[str] = field(default_factory=list)  # members added, not yet confirmed healthy
+    etcd_members_added: list[str] = field(default_factory=list)  # etcd members that joined a running cluster
 
 
 def state_path_for(config_path: str | os.PathLike[str]) -> Path:

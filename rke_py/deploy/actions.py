@@ -17,7 +17,8 @@ PLANES = ("etcd", "control", "worker")
 @dataclass(frozen=True)
 class Action:
     """One change to one host: write-file, pull-image, create, replace, start or remove; and for hosts
-    that left cluster.yml, remove-member (run through a remaining etcd host) and clean-host."""
+    that left cluster.yml, remove-member (run through a remaining etcd host) and clean-host; for an etcd
+    node new to a running cluster, add-member (also through a running member)."""
 
     kind: str
     plane: str  # "cleanup", "files", "images", "etcd", "control" or "worker": the phase it runs in
@@ -25,7 +26,7 @@ class Action:
     reason: str = ""
     file: FileSpec | None = None
     spec: ContainerSpec | None = None
-    node: Node | None = None  # remove-member: the host whose etcd member goes
+    node: Node | None = None  # add-member, remove-member: the host whose etcd member comes or goes
 
     def describe(self) -> str:
         text = f"{self.kind} {self.target}"

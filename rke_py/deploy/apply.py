@@ -12,7 +12,7 @@ from docker.errors import APIError, NotFound
 
 from rke_py.deploy.actions import Action
 from rke_py.deploy.facts import HostFacts
-from rke_py.deploy.reconcile import clean_host, remove_etcd_members
+from rke_py.deploy.reconcile import add_etcd_member, clean_host, remove_etcd_members
 from rke_py.errors import ApplyError
 from rke_py.pki.certs import CertKeyPair
 from rke_py.plan.model import ContainerSpec
@@ -63,6 +63,8 @@ def execute(
             _run_new(target, action.spec, bundle, wait)
         elif action.kind == "replace":
             _rolling_replace(target, action.spec, bundle)
+        elif action.kind == "add-member":
+            add_etcd_member(target.docker, target.address, action.node)
         elif action.kind == "remove-member":
             remove_etcd_members(target.docker, target.address, [action.node])
         elif action.kind == "clean-host":

@@ -19,7 +19,13 @@ from rke_py.deploy.apply import Target, execute, wait_for
 from rke_py.deploy.observe import observe
 from rke_py.deploy.parallel import DEFAULT_CONCURRENCY, for_each
 from rke_py.deploy.preflight import preflight
-from rke_py.deploy.reconcile import clean_host, delete_nodes, leaving_actions, removed_nodes
+from rke_py.deploy.reconcile import (
+    clean_host,
+    delete_nodes,
+    joining_etcd_nodes,
+    leaving_actions,
+    removed_nodes,
+)
 from rke_py.errors import ConnectError, HostError, PreflightError, RkePyError, VerifyError
 from rke_py.files import write_private_file
 from rke_py.hosts.connections import Connections
@@ -65,6 +71,8 @@ class Desired:
     warnings: list = field(default_factory=list)
     certificates_from_state: bool = False  # False: a new cluster, certificates made in this run
     removed: list[Node] = field(default_factory=list)  # hosts of the last applied config no longer listed
+    joining: list[Node] = field(default_factory=list)  # etcd nodes new to a running cluster: member add
+    joined: set[str] = field(default_factory=set)  # addresses of etcd members that joined a running cluster
 
 
 def prepare(config_path: str | Path, *, strict: bool = False) -> Desired:
@@ -74,9 +82,24 @@ def prepare(config_path: str | Path, *, strict: bool = False) -> Desired:
     state = read_state(state_path_for(config_path)) or ClusterState()
     previous = state.desired.certificates or state.current.certificates
     bundle = build_bundle(loaded.config, previous or None)
-    plan = build_plan(loaded.config, bundle)
-    gone = removed_nodes(nodes_from_rke_json(state.current.rke_config), loaded.config.nodes)
-    return Desired(config_path, loaded.config, state, bundle, plan, loaded.warnings, bool(previous), gone)
+    applied = nodes_from_rke_json(state.current.rke_config)
+    joining = joining_etcd_nodes(applied, loaded.config.hosts("etcd"))
+    etcd_now = {n.address for n in loaded.config.hosts("etcd")}
+    joined = (set(state.etcd_members_added) & etcd_now) | {n.address for n in joining}
+    plan = build_plan(loaded.config, bundle, joined)
+    gone = removed_nodes(applied, loaded.config.nodes)
+    return Desired(
+        config_path,
+        loaded.config,
+        state,
+        bundle,
+        plan,
+        loaded.warnings,
+        bool(previous),
+        gone,
+        joining,
+        joined,
+    )
 
 
 class Session:
@@ -131,6 +154,10 @@ class Session:
         }
         for node in self.desired.removed:
             actions[node.address] = leaving_actions(node, self.removed_targets.get(node.address))
+        for node in self.desired.joining:
+            if "etcd" not in self.targets[node.address].facts.containers:
+                join = Action("add-member", "etcd", node.address, "joins the running etcd cluster", node=node)
+                actions[node.address].insert(0, join)
         return actions
 
     def kube_api(self) -> KubeAPI:
@@ -252,14 +279,14 @@ def _etcd_plane(session: Session, actions, desired: Desired, auth) -> None:
         (session.targets[n.address] for n in nodes if "etcd" in session.targets[n.address].facts.containers),
         None,
     )
-    for node in desired.removed:
+    for node in [*desired.removed, *desired.joining]:  # membership changes go through a running member
         for action in actions[node.address]:
-            if action.plane == "etcd" and via is not None:
+            if action.kind in ("remove-member", "add-member") and via is not None:
                 execute(via, action, desired.bundle, auth)
     for node in nodes:
         target = session.targets[node.address]
         for action in actions[node.address]:
-            if action.plane == "etcd":
+            if action.plane == "etcd" and action.kind != "add-member":
                 execute(target, action, desired.bundle, auth, wait=action.kind != "create")
     for node in nodes:
         spec = next(c for c in desired.plan.node(node.address).etcd if c.name == "etcd")
@@ -280,6 +307,7 @@ def _save_state(desired: Desired, path: Path, *, current: bool) -> None:
     state.desired = State(rke_config=rke_config_json(desired.config), certificates=dict(desired.bundle))
     if current:
         state.current = State(rke_config=state.desired.rke_config, certificates=dict(desired.bundle))
+        state.etcd_members_added = sorted(desired.joined)
     write_state(path, state)
 
 

@@ -27,6 +27,12 @@ def removed_nodes(previous: list[Node], current: list[Node]) -> list[Node]:
     return [n for n in previous if n.address not in kept]
 
 
+def joining_etcd_nodes(applied: list[Node], etcd_nodes: list[Node]) -> list[Node]:
+    """etcd nodes new to a cluster that already runs etcd: they join with `member add`, as in RKE."""
+    before = {n.address for n in applied if n.has("etcd")}
+    return [n for n in etcd_nodes if before and n.address not in before]
+
+
 def leaving_actions(node: Node, target) -> list[Action]:
     """What `up` does about a host that left: its etcd member first, then its containers and files."""
     actions = []
@@ -51,6 +57,17 @@ def remove_etcd_members(client: docker.DockerClient, via: str, gone: list[Node])
                 _member_remove(client, via, int(member["ID"]))
                 removed.append(member.get("name", ""))
     return removed
+
+
+def add_etcd_member(client: docker.DockerClient, via: str, node: Node) -> None:
+    """`member add` through host `via`, unless a member already has the node's peer URL (a run that
+    added it and failed before the member started)."""
+    peer = f"https://{node.internal_address or node.address}:2380"
+    members = json.loads(_etcdctl(client, via, "member list -w json")).get("members", [])
+    if any(peer in m.get("peerURLs", []) for m in members):
+        return
+    log.info("%s: adding etcd member etcd-%s (%s)", via, node.name, peer)
+    _etcdctl(client, via, f"member add etcd-{shlex.quote(node.name)} --peer-urls={peer}")
 
 
 def _member_remove(client: docker.DockerClient, via: str, member_id: int, attempts: int = 10) -> None:

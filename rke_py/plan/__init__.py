@@ -8,7 +8,7 @@ digest of the files it reads, so a changed file replaces exactly the containers 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import replace
 
 from rke_py.config.schema import ROLES, ClusterConfig, Node
@@ -31,12 +31,19 @@ from rke_py.plan.model import ClusterPlan, ContainerSpec, FileSpec, NodePlan, fi
 __all__ = ["ClusterPlan", "ContainerSpec", "FileSpec", "NodePlan", "build_plan"]
 
 
-def build_plan(config: ClusterConfig, bundle: Mapping[str, certs.CertKeyPair]) -> ClusterPlan:
-    """What every node of `config` must run, with the certificates of `bundle`."""
-    return ClusterPlan(nodes=[node_plan(config, bundle, node) for node in config.nodes])
+def build_plan(
+    config: ClusterConfig, bundle: Mapping[str, certs.CertKeyPair], joined: Collection[str] = ()
+) -> ClusterPlan:
+    """What every node of `config` must run, with the certificates of `bundle`. `joined`: addresses of
+    etcd members added to the running cluster after it was created (their etcd starts as "existing")."""
+    return ClusterPlan(
+        nodes=[node_plan(config, bundle, node, node.address in joined) for node in config.nodes]
+    )
 
 
-def node_plan(config: ClusterConfig, bundle: Mapping[str, certs.CertKeyPair], node: Node) -> NodePlan:
+def node_plan(
+    config: ClusterConfig, bundle: Mapping[str, certs.CertKeyPair], node: Node, joined: bool = False
+) -> NodePlan:
     node_files = [*pki_files.node_files(config, dict(bundle), node), *config_files(config, node)]
     by_path = {f.path: f for f in node_files}
 
@@ -48,7 +55,7 @@ def node_plan(config: ClusterConfig, bundle: Mapping[str, certs.CertKeyPair], no
         hostname=node.name,
         roles=tuple(role for role in ROLES if node.has(role)),
         files=node_files,
-        etcd=seal(etcd_plane(config, node)),
+        etcd=seal(etcd_plane(config, node, joined)),
         control=seal(control_plane(config, node)),
         worker=seal(worker_plane(config, node)),
     )
@@ -61,10 +68,10 @@ def config_files(config: ClusterConfig, node: Node) -> list[FileSpec]:
     return nginx_proxy.files(config)
 
 
-def etcd_plane(config: ClusterConfig, node: Node) -> list[ContainerSpec]:
+def etcd_plane(config: ClusterConfig, node: Node, joined: bool = False) -> list[ContainerSpec]:
     if not node.has("etcd") or config.services.etcd.external_urls:
         return []
-    return [etcd.container(config, node)]
+    return [etcd.container(config, node, joined)]
 
 
 def control_plane(config: ClusterConfig, node: Node) -> list[ContainerSpec]:

@@ -23,7 +23,8 @@ def listen_address(node: Node) -> str:
     return "0.0.0.0" if node.address == node.internal_address else node.internal_address
 
 
-def flags(config: ClusterConfig, node: Node) -> dict[str, str]:
+def flags(config: ClusterConfig, node: Node, joined: bool = False) -> dict[str, str]:
+    """`joined`: the member was added to a running cluster (etcdctl member add), not created with it."""
     cert = etcd_cert_name(node)
     listen = listen_address(node)
     return {
@@ -35,7 +36,7 @@ def flags(config: ClusterConfig, node: Node) -> dict[str, str]:
         "initial-advertise-peer-urls": f"https://{node.internal_address}:2380",
         "initial-cluster-token": "etcd-cluster-1",
         "initial-cluster": initial_cluster(config),
-        "initial-cluster-state": "new",
+        "initial-cluster-state": "existing" if joined else "new",
         "trusted-ca-file": cert_path(CA),
         "peer-trusted-ca-file": cert_path(CA),
         "cert-file": cert_path(cert),
@@ -64,12 +65,12 @@ def etcdctl_env(node: Node) -> list[str]:
     ]
 
 
-def container(config: ClusterConfig, node: Node) -> ContainerSpec:
+def container(config: ClusterConfig, node: Node, joined: bool = False) -> ContainerSpec:
     service = config.services.etcd
     return ContainerSpec(
         name=NAME,
         image=config.system_images.etcd,
-        command=("/usr/local/bin/etcd", *render_flags(flags(config, node), service)),
+        command=("/usr/local/bin/etcd", *render_flags(flags(config, node, joined), service)),
         env=env(etcdctl_env(node), service),
         binds=binds(
             [

@@ -202,6 +202,35 @@ def test_a_host_removed_from_cluster_yml_leaves_etcd_and_is_cleaned(lab):
     assert run.json()["ok"] is True
 
 
+def test_an_etcd_node_added_to_the_running_cluster_joins_it(lab):
+    third = lab.hosts[2]
+
+    def add_third_back(d):
+        d["nodes"].insert(
+            2,
+            {
+                "address": third.address,
+                "hostname_override": third.name,
+                "user": "root",
+                "role": ["etcd", "worker"],
+            },
+        )
+
+    edit_cluster_yml(lab, add_third_back)
+    planned = rke_py("plan", *cluster_args(lab, "--output", "json"))
+    assert ("add-member", third.address) in changes(planned.json())[third.address]
+    run = up(lab)
+    assert run.code == 0, run.stderr
+    done = changes(run.json())[third.address]
+    assert done[0] == ("add-member", third.address) and ("create", "etcd") in done
+    members = host_exec(lab, 0, "docker exec etcd etcdctl member list")
+    assert len(members.splitlines()) == 3 and "started" in members and "unstarted" not in members, members
+    etcd_checks = [c for c in run.json()["verify"]["checks"] if c["name"] == "etcd"]
+    assert len(etcd_checks) == 3 and all(c["ok"] for c in etcd_checks)
+    again = up(lab, "--no-verify")
+    assert again.json()["changed"] == 0  # the joined member's spec is stable across runs
+
+
 def test_remove_leaves_every_host_clean(lab):
     run = rke_py("remove", *cluster_args(lab, "--force"))
     assert run.code == 0, run.stderr
