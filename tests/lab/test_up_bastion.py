@@ -1,0 +1,50 @@
+"""`bastion_host`: every node is reached through one SSH connection to the bastion, as RKE users
+with private networks set it up."""
+
+from __future__ import annotations
+
+import pytest
+
+from rke_py.lab import hosts
+from tests.lab.conftest import owned_lab_name
+from tests.lab.e2e import containers_on, edit_cluster_yml, host_exec, rke_py, up
+
+pytestmark = pytest.mark.lab
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory, lab_factory):
+    name = owned_lab_name("bastion")
+    made = hosts.up(name, 2, str(tmp_path_factory.mktemp("labs") / name))
+    yield made
+    hosts.down(made.name, str(made.dir))
+
+
+def test_up_through_a_bastion_builds_the_cluster_and_touches_only_the_nodes(lab):
+    bastion, node = lab.hosts
+
+    def through_bastion(d):
+        d["nodes"] = [n for n in d["nodes"] if n["address"] == node.address]
+        d["nodes"][0]["role"] = ["etcd", "controlplane", "worker"]
+        d["bastion_host"] = {"address": bastion.address, "user": "root", "ssh_key_path": str(lab.key_path)}
+
+    edit_cluster_yml(lab, through_bastion)
+    run = up(lab)
+    assert run.code == 0, run.stderr
+    assert run.json()["ok"] is True
+    assert containers_on(lab, 1) and not containers_on(lab, 0)
+    # The node saw its SSH session come from the bastion, not from the machine running rke-py.
+    assert f"Accepted publickey for root from {bastion.address}" in host_exec(lab, 1, "cat /var/log/sshd.log")
+    assert (
+        rke_py(
+            "remove",
+            "--config",
+            str(lab.cluster_yml),
+            "--known-hosts",
+            str(lab.known_hosts),
+            "--host-key-policy",
+            "strict",
+            "--force",
+        ).code
+        == 0
+    )
