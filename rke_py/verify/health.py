@@ -47,11 +47,12 @@ def wait_healthy(
     conn, check: HealthCheck, bundle: Mapping[str, CertKeyPair], *, retries: int | None = None
 ) -> tuple[bool, str]:
     """Probe until healthy or `retries` attempts (default: the check's own) have failed."""
+    attempts = retries or check.retries
     detail = ""
-    for attempt in range(retries or check.retries):
+    for attempt in range(attempts):
         ok, detail = probe(conn, check, bundle)
         if ok:
             return True, detail
-        if attempt + 1 < (retries or check.retries):
-            time.sleep(min(check.interval, 2.0 if attempt < 5 else check.interval))
+        if attempt + 1 < attempts:  # most components answer within seconds: look often at first
+            time.sleep(min(2.0, check.interval) if attempt < 5 else check.interval)
     return False, detail
