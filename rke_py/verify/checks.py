@@ -7,16 +7,18 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from rke_py.config.schema import ClusterConfig, Node
 from rke_py.pki.certs import CertKeyPair
-from rke_py.plan.model import ClusterPlan
+from rke_py.plan.model import ClusterPlan, NodePlan
 from rke_py.verify.health import probe
 from rke_py.verify.kubeapi import KubeAPI, KubeAPIError
 
 LEASES = ("kube-controller-manager", "kube-scheduler")
+PARALLEL = 50  # nodes probed at once
 NGINX_CONF = "nginx-proxy/nginx.conf"
 
 
@@ -66,46 +68,42 @@ def verify(
     hostnames: Mapping[str, str],
     api: KubeAPI,
 ) -> Report:
-    """Run every check. `conns` maps node address → connection; `hostnames` address → host's own name."""
+    """Run every check. `conns` maps node address → connection (hosts missing from it were reported
+    unreachable by the caller); `hostnames` address → the host's own name."""
     report = Report()
-    for node in config.hosts("etcd"):
-        _probe_component(report, "etcd", node, plan, bundle, conns)
-    for node in config.hosts("controlplane"):
-        _probe_component(report, "kube-apiserver", node, plan, bundle, conns)
-    for node in config.nodes:
-        if not node.has("controlplane"):
-            _check_proxy(report, config, node, plan, bundle, conns)
+    reachable = [n for n in config.nodes if n.address in conns]
+    with ThreadPoolExecutor(max_workers=max(1, min(PARALLEL, len(reachable)))) as pool:
+        per_node = pool.map(
+            lambda n: _node_checks(config, plan.node(n.address), bundle, conns[n.address]), reachable
+        )
+        for checks in per_node:
+            report.checks.extend(checks)
     _check_leases(report, config, hostnames, api)
     _check_nodes(report, config, api)
     return report
 
 
-def _probe_component(report, name, node: Node, plan, bundle, conns) -> None:
-    conn = conns.get(node.address)
-    spec = next((c for c in plan.node(node.address).containers if c.name == name), None)
-    if conn is None or spec is None or spec.health is None:
-        report.checks.append(Check(name, node.address, False, "host unreachable"))
-        return
-    ok, detail = probe(conn, spec.health, bundle)
-    report.checks.append(Check(name, node.address, ok, detail))
+def _node_checks(
+    config: ClusterConfig, node: NodePlan, bundle: Mapping[str, CertKeyPair], conn
+) -> list[Check]:
+    """Every health check the node's containers have, fetched from the node itself, in start order."""
+    checks = []
+    for spec in node.containers:
+        if spec.health is None:
+            continue
+        ok, detail = probe(conn, spec.health, bundle)
+        if spec.name == "nginx-proxy":
+            ok, detail = _proxy_config(config, node, conn, ok, detail)
+        checks.append(Check(spec.name, node.address, ok, detail))
+    return checks
 
 
-def _check_proxy(report, config: ClusterConfig, node: Node, plan, bundle, conns) -> None:
-    """The proxy answers on 127.0.0.1:6443 and its config on the host is the one planned (current CPs)."""
-    conn = conns.get(node.address)
-    spec = next((c for c in plan.node(node.address).containers if c.name == "nginx-proxy"), None)
-    if conn is None or spec is None:
-        report.checks.append(Check("nginx-proxy", node.address, False, "host unreachable"))
-        return
-    ok, detail = probe(conn, spec.health, bundle)
-    conf = next(f for f in plan.node(node.address).files if f.path.endswith(NGINX_CONF))
-    on_host = conn.file_hashes([conf.path]).get(conf.path)
-    if on_host != conf.sha256:
-        ok, detail = False, f"{conf.path} does not list the current controlplane nodes (re-run `rke-py up`)"
-    else:
-        cps = ", ".join(n.internal_address for n in config.hosts("controlplane"))
-        detail = f"{detail}; upstreams: {cps}"
-    report.checks.append(Check("nginx-proxy", node.address, ok, detail))
+def _proxy_config(config: ClusterConfig, node: NodePlan, conn, ok: bool, detail: str) -> tuple[bool, str]:
+    """A proxy that answers is not enough: its nginx.conf on the host must list the current controlplanes."""
+    conf = next(f for f in node.files if f.path.endswith(NGINX_CONF))
+    if conn.file_hashes([conf.path]).get(conf.path) != conf.sha256:
+        return False, f"{conf.path} does not list the current controlplane nodes (re-run `rke-py up`)"
+    return ok, f"{detail}; upstreams: {', '.join(n.internal_address for n in config.hosts('controlplane'))}"
 
 
 def _check_leases(report, config: ClusterConfig, hostnames: Mapping[str, str], api: KubeAPI) -> None:
