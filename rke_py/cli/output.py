@@ -67,9 +67,7 @@ def print_warnings(warnings) -> None:
 PHASES = {
     "connect": "connecting to every host",
     "preflight": "preflight checks",
-    "cleanup": "removing containers the nodes no longer need",
-    "files": "writing certificates and configuration files",
-    "images": "pulling images",
+    "prepare": "preparing hosts: removing what they no longer run, writing files, pulling images",
     "etcd": "etcd plane, one member at a time",
     "control": "control plane",
     "worker": "worker plane",

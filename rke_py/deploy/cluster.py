@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -217,12 +218,23 @@ def up(desired: Desired, options: Options, on_phase: Callable[[str], None] = lam
             on_phase(phase)
             _run_phase(targets, actions, phase, nodes, desired.bundle, auth, options)
 
-        for phase in ("cleanup", "files", "images"):
-            run(phase, session.targets, config.nodes)
-        on_phase("etcd")
-        _etcd_plane(session, actions, desired, auth)
-        run("control", session.targets, config.hosts("controlplane"))
-        run("worker", session.targets, config.nodes)
+        # Every host is prepared (cleanup, files, images) in the background; each plane waits only for
+        # the hosts it runs on, so workers pull their images while etcd and the control plane start.
+        with ThreadPoolExecutor(max_workers=max(1, min(options.concurrency, len(config.nodes)))) as pool:
+            on_phase("prepare")
+            prepared = {
+                n.address: pool.submit(
+                    _prepare_host, session.targets[n.address], actions[n.address], desired, auth
+                )
+                for n in config.nodes
+            }
+            _ready(prepared, config.hosts("etcd"))
+            on_phase("etcd")
+            _etcd_plane(session, actions, desired, auth)
+            _ready(prepared, config.hosts("controlplane"))
+            run("control", session.targets, config.hosts("controlplane"))
+            _ready(prepared, config.nodes)
+            run("worker", session.targets, config.nodes)
         if desired.removed:
             run("removed", session.removed_targets, desired.removed)
             delete_nodes(session.kube_api(), desired.removed)
@@ -254,14 +266,35 @@ def _settled_report(session: Session, within: float = 45) -> Report:
     return report
 
 
+def _prepare_host(target: Target, actions: list[Action], desired: Desired, auth) -> None:
+    """A host's actions that need no other host: remove what it no longer runs, write files, pull images."""
+    files = [a for a in actions if a.plane == "files"]
+    if files:
+        log.info("%s: writing %d files (certificates, kubeconfigs, configs)", target.address, len(files))
+    for plane in ("cleanup", "files", "images"):
+        for action in actions:
+            if action.plane == plane:
+                execute(target, action, desired.bundle, auth)
+
+
+def _ready(prepared: dict[str, Future], nodes: list[Node]) -> None:
+    """Wait until `nodes` are prepared; raise every failure among them at once."""
+    errors = []
+    for node in nodes:
+        try:
+            prepared[node.address].result()
+        except HostError as exc:
+            errors.append(exc)
+    if errors:
+        raise _combined(errors, type(errors[0]))
+
+
 def _run_phase(targets, actions, phase, nodes, bundle, auth, options) -> None:
     """The actions of `phase` on every node, hosts in parallel; a host's own actions in order."""
 
     def apply_host(node: Node) -> None:
         target = targets.get(node.address)
         todo = [a for a in actions[node.address] if a.plane == phase and target is not None]
-        if phase == "files" and todo:
-            log.info("%s: writing %d files (certificates, kubeconfigs, configs)", node.address, len(todo))
         for action in todo:
             execute(target, action, bundle, auth)
 

@@ -13,6 +13,9 @@ from collections.abc import Mapping
 from rke_py.pki.certs import CertKeyPair
 from rke_py.plan.model import HealthCheck
 
+FAST_POLL = 0.5  # seconds between probes at first
+FAST_PERIOD = 10.0  # for this long; then the check's own interval
+
 
 def probe(conn, check: HealthCheck, bundle: Mapping[str, CertKeyPair]) -> tuple[bool, str]:
     """One attempt: (healthy, what was seen)."""
@@ -43,16 +46,17 @@ def probe(conn, check: HealthCheck, bundle: Mapping[str, CertKeyPair]) -> tuple[
     return True, f"{check.url}: {text[:80] or 'ok'}"
 
 
-def wait_healthy(
-    conn, check: HealthCheck, bundle: Mapping[str, CertKeyPair], *, retries: int | None = None
-) -> tuple[bool, str]:
-    """Probe until healthy or `retries` attempts (default: the check's own) have failed."""
-    attempts = retries or check.retries
-    detail = ""
-    for attempt in range(attempts):
+def wait_healthy(conn, check: HealthCheck, bundle: Mapping[str, CertKeyPair]) -> tuple[bool, str]:
+    """Probe until healthy or the check's patience (retries times interval, RKE's numbers) runs out.
+
+    Most components answer within a second or two, so the first seconds are probed twice a second:
+    every container started one after another on a host waits less.
+    """
+    started = time.monotonic()
+    deadline = started + check.retries * check.interval
+    while True:
         ok, detail = probe(conn, check, bundle)
-        if ok:
-            return True, detail
-        if attempt + 1 < attempts:  # most components answer within seconds: look often at first
-            time.sleep(min(2.0, check.interval) if attempt < 5 else check.interval)
-    return False, detail
+        now = time.monotonic()
+        if ok or now >= deadline:
+            return ok, detail
+        time.sleep(min(FAST_POLL if now - started < FAST_PERIOD else check.interval, deadline - now))
