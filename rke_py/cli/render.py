@@ -34,9 +34,20 @@ def print_actions(out: Console, actions: dict[str, list[Action]], title: str) ->
     for column in ("host", "phase", "action", "target", "why"):
         table.add_column(column)
     for address, host_actions in actions.items():
+        files = [a for a in host_actions if a.kind == "write-file"]
+        if files:  # certificates and configs: one row a host here, every path in --output json
+            table.add_row(address, "files", "write-file", f"{len(files)} files", _reasons(files))
         for a in host_actions:
-            table.add_row(address, a.plane, a.kind, a.target, a.reason)
+            if a.kind != "write-file":
+                table.add_row(address, a.plane, a.kind, a.target, a.reason)
     out.print(table)
+
+
+def _reasons(actions: list[Action]) -> str:
+    counts: dict[str, int] = {}
+    for a in actions:
+        counts[a.reason] = counts.get(a.reason, 0) + 1
+    return ", ".join(f"{n} {reason}" for reason, n in counts.items())
 
 
 def print_report(out: Console, report: Report) -> None:
