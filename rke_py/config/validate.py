@@ -218,6 +218,31 @@ def _upgrade_strategy(config: ClusterConfig, findings: Findings) -> None:
             )
 
 
+# --- accepted but not acted on yet -------------------------------------------------------------------
+
+
+def _not_deployed(config: ClusterConfig, findings: Findings) -> None:
+    """Settings rke-py reads but does not act on yet: say so, instead of letting a user believe them."""
+    hint = "rke-py does not set this up yet (README, Scope); remove it or set it up yourself"
+    encryption = config.services.kube_api.secrets_encryption_config or {}
+    etcd = config.services.etcd
+    cloud = config.cloud_provider or {}
+    unsupported = (
+        (
+            encryption.get("enabled") is True,
+            ("services", "kube-api", "secrets_encryption_config"),
+            "secrets encryption is not configured by rke-py",
+        ),
+        (bool(etcd.uid or etcd.gid), ("services", "etcd", "uid"), "etcd runs as root: uid/gid are ignored"),
+        (bool(cloud.get("name")), ("cloud_provider", "name"), "cloud providers are not configured by rke-py"),
+        (bool(config.addons), ("addons",), "user addons are not deployed by rke-py"),
+        (bool(config.addons_include), ("addons_include",), "user addons are not deployed by rke-py"),
+    )
+    for applies, path, message in unsupported:
+        if applies:
+            findings.warning(path, message, hint)
+
+
 CHECKS: tuple[Callable[[ClusterConfig, Findings], None], ...] = (
     validate_nodes.nodes,
     validate_nodes.duplicates,
@@ -235,4 +260,5 @@ CHECKS: tuple[Callable[[ClusterConfig, Findings], None], ...] = (
     _cri_dockerd,
     _registries,
     _upgrade_strategy,
+    _not_deployed,
 )
