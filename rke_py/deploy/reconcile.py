@@ -54,7 +54,7 @@ def remove_etcd_members(client: docker.DockerClient, via: str, gone: list[Node])
                 log.info(
                     "%s: removing etcd member %s (%s left cluster.yml)", via, member.get("name"), node.address
                 )
-                _member_remove(client, via, int(member["ID"]))
+                _member_change(client, via, f"member remove {int(member['ID']):x}")
                 removed.append(member.get("name", ""))
     return removed
 
@@ -67,15 +67,15 @@ def add_etcd_member(client: docker.DockerClient, via: str, node: Node) -> None:
     if any(peer in m.get("peerURLs", []) for m in members):
         return
     log.info("%s: adding etcd member etcd-%s (%s)", via, node.name, peer)
-    _etcdctl(client, via, f"member add etcd-{shlex.quote(node.name)} --peer-urls={peer}")
+    _member_change(client, via, f"member add etcd-{shlex.quote(node.name)} --peer-urls={peer}")
 
 
-def _member_remove(client: docker.DockerClient, via: str, member_id: int, attempts: int = 10) -> None:
-    """etcd refuses a removal that would leave fewer active members than a quorum; a member that just
-    came back counts as active only after a few seconds, so retry for a while on that answer."""
+def _member_change(client: docker.DockerClient, via: str, args: str, attempts: int = 10) -> None:
+    """etcd refuses a member add or remove that would leave fewer active members than a quorum; a member
+    that just (re)started counts as active only after a few seconds, so retry for a while on that answer."""
     for attempt in range(attempts):
         try:
-            _etcdctl(client, via, f"member remove {member_id:x}")
+            _etcdctl(client, via, args)
             return
         except ApplyError as exc:
             if "unhealthy cluster" not in str(exc) or attempt + 1 == attempts:
