@@ -12,7 +12,6 @@ class ObservedContainer:
     image: str
     running: bool
     spec_hash: str  # "" when the container was not started by rke-py (e.g. by RKE itself)
-    restarting: bool = False
 
 
 @dataclass
@@ -20,7 +19,6 @@ class HostFacts:
     address: str
     hostname: str = ""  # the host's own hostname (docker info Name)
     docker_version: str = ""
-    docker_root_dir: str = "/var/lib/docker"
     containers: dict[str, ObservedContainer] = field(default_factory=dict)
     images: set[str] = field(default_factory=set)
     file_hashes: dict[str, str | None] = field(default_factory=dict)

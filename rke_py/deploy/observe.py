@@ -29,7 +29,6 @@ def observe(address: str, client: docker.DockerClient, run, plan: NodePlan | Non
         address=address,
         hostname=info.get("Name", ""),
         docker_version=info.get("ServerVersion", ""),
-        docker_root_dir=info.get("DockerRootDir", "/var/lib/docker"),
     )
     for c in client.api.containers(all=True, filters={"label": NAME_LABEL}):
         name = c["Names"][0].lstrip("/")
@@ -39,7 +38,6 @@ def observe(address: str, client: docker.DockerClient, run, plan: NodePlan | Non
                 id=c["Id"],
                 image=c["Image"],
                 running=c["State"] == "running",
-                restarting=c["State"] == "restarting",
                 spec_hash=(c.get("Labels") or {}).get(HASH_LABEL, ""),
             )
     for image in client.api.images():
