@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,7 +14,9 @@ from typing import Any
 import docker
 from ruamel.yaml import YAML
 
+from rke_py.lab import hosts
 from rke_py.lab.state import Lab
+from tests.lab.conftest import owned_lab_name
 
 
 @dataclass
@@ -23,6 +27,17 @@ class Run:
 
     def json(self) -> Any:
         return json.loads(self.stdout)
+
+
+@contextlib.contextmanager
+def own_lab(tmp_path_factory, suffix: str, nodes: int) -> Iterator[Lab]:
+    """A lab only this test module uses (its tests change the cluster), removed afterwards."""
+    name = owned_lab_name(suffix)
+    made = hosts.up(name, nodes, str(tmp_path_factory.mktemp("labs") / name))
+    try:
+        yield made
+    finally:
+        hosts.down(made.name, str(made.dir))
 
 
 def rke_py(*args: str, timeout: float = 600) -> Run:

@@ -5,19 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from rke_py.lab import hosts
-from tests.lab.conftest import owned_lab_name
-from tests.lab.e2e import containers_on, edit_cluster_yml, host_exec, rke_py, up
+from tests.lab.e2e import cluster_args, containers_on, edit_cluster_yml, host_exec, own_lab, rke_py, up
 
 pytestmark = pytest.mark.lab
 
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory, lab_factory):
-    name = owned_lab_name("bastion")
-    made = hosts.up(name, 2, str(tmp_path_factory.mktemp("labs") / name))
-    yield made
-    hosts.down(made.name, str(made.dir))
+    with own_lab(tmp_path_factory, "bastion", 2) as made:
+        yield made
 
 
 def test_up_through_a_bastion_builds_the_cluster_and_touches_only_the_nodes(lab):
@@ -35,16 +31,4 @@ def test_up_through_a_bastion_builds_the_cluster_and_touches_only_the_nodes(lab)
     assert containers_on(lab, 1) and not containers_on(lab, 0)
     # The node saw its SSH session come from the bastion, not from the machine running rke-py.
     assert f"Accepted publickey for root from {bastion.address}" in host_exec(lab, 1, "cat /var/log/sshd.log")
-    assert (
-        rke_py(
-            "remove",
-            "--config",
-            str(lab.cluster_yml),
-            "--known-hosts",
-            str(lab.known_hosts),
-            "--host-key-policy",
-            "strict",
-            "--force",
-        ).code
-        == 0
-    )
+    assert rke_py("remove", *cluster_args(lab, "--force")).code == 0

@@ -13,8 +13,6 @@ import docker
 import paramiko
 import pytest
 
-from rke_py.lab import hosts
-from tests.lab.conftest import owned_lab_name
 from tests.lab.e2e import (
     changes,
     cluster_args,
@@ -22,6 +20,7 @@ from tests.lab.e2e import (
     edit_cluster_yml,
     host_exec,
     kubectl,
+    own_lab,
     rke_py,
     up,
 )
@@ -34,13 +33,11 @@ WORKERS = (3, 4)
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory, lab_factory):
-    name = owned_lab_name("ha")
-    made = hosts.up(name, 5, str(tmp_path_factory.mktemp("labs") / name))
-    edit_cluster_yml(
-        made, lambda d: [n.__setitem__("role", ["etcd", "controlplane"]) for n in d["nodes"][:3]]
-    )
-    yield made
-    hosts.down(made.name, str(made.dir))
+    with own_lab(tmp_path_factory, "ha", 5) as made:
+        edit_cluster_yml(
+            made, lambda d: [n.__setitem__("role", ["etcd", "controlplane"]) for n in d["nodes"][:3]]
+        )
+        yield made
 
 
 def all_containers(lab) -> list[dict[str, str]]:

@@ -9,9 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from rke_py.lab import hosts
-from tests.lab.conftest import owned_lab_name
-from tests.lab.e2e import cluster_args, containers_on, edit_cluster_yml, host_exec, kubectl, rke_py, up
+from tests.lab.e2e import (
+    cluster_args,
+    containers_on,
+    edit_cluster_yml,
+    host_exec,
+    kubectl,
+    own_lab,
+    rke_py,
+    up,
+)
 
 pytestmark = pytest.mark.lab
 
@@ -28,10 +35,8 @@ COMPONENTS = {
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory, lab_factory):
-    name = owned_lab_name("single")
-    made = hosts.up(name, 1, str(tmp_path_factory.mktemp("labs") / name))
-    yield made
-    hosts.down(made.name, str(made.dir))
+    with own_lab(tmp_path_factory, "single", 1) as made:
+        yield made
 
 
 def test_up_builds_a_cluster_that_verifies_and_kubectl_can_use(lab):
