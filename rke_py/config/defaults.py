@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+from collections.abc import Mapping
 
 from rke_py.config import kdm
 from rke_py.config.schema import BackupConfig, ClusterConfig, Node
@@ -164,7 +165,7 @@ def _upgrade_strategy(config: ClusterConfig) -> None:
 def _system_images(config: ClusterConfig) -> None:
     """Fill images from the KDM table, then prefix every image with the default registry (RKE `d()`)."""
     images = config.system_images
-    known = kdm.system_images(config.kubernetes_version) or {}
+    known: Mapping[str, str] = kdm.system_images(config.kubernetes_version) or {}
     registry = default_registry(config)
     for field in dataclasses.fields(images):
         image = getattr(images, field.name) or known.get(field.name, "")

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -108,7 +109,7 @@ def render_cluster_yml(nodes: list[NodeInput], *, cluster: ClusterInput | None =
 
 def _example_images() -> list[tuple[str, str]]:
     """The images rke-py runs for its default version: what an air-gapped registry must hold at least."""
-    images = kdm.system_images(kdm.DEFAULT_K8S_VERSION) or {}
+    images: Mapping[str, str] = kdm.system_images(kdm.DEFAULT_K8S_VERSION) or {}
     return [(key, images[key]) for key in kdm.REQUIRED_IMAGES if key in images]
 
 

@@ -119,7 +119,7 @@ def convert(hint: Any, raw: Any, path: Path, findings: Findings) -> Any:
     return _scalar(hint, raw, path, findings)
 
 
-def _nested(cls: type, raw: Any, path: Path, findings: Findings) -> Any:
+def _nested(cls: Any, raw: Any, path: Path, findings: Findings) -> Any:
     if not isinstance(raw, dict):
         findings.type_error(path, f"{dotted(path)} must be a mapping, not {_kind(raw)}", _mapping_hint(path))
         return None
@@ -141,7 +141,7 @@ def _list(item: Any, raw: Any, path: Path, findings: Findings) -> list[Any] | No
 def _empty(hint: Any) -> Any:
     if hint is Any:
         return None
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return hint()
     origin = typing.get_origin(hint)
     return origin() if origin in (list, dict) else hint()

@@ -67,7 +67,8 @@ def parse_ssh_config(text: str) -> list[VagrantHost]:
         port = str(entry.pop("port", "22"))
         if not port.isdigit():
             raise VagrantError(f'vagrant ssh-config: machine {name} has Port "{port}", not a number')
-        identity_files = entry.pop("identityfile", [])
+        found: str | list[str] = entry.pop("identityfile", [])
+        identity_files = [found] if isinstance(found, str) else list(found)
         hosts.append(
             VagrantHost(
                 name=name,

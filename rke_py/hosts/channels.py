@@ -15,6 +15,7 @@ import ssl
 import tempfile
 import threading
 import time
+from typing import Any
 from urllib.parse import urlsplit
 
 import paramiko
@@ -39,10 +40,11 @@ def open_streamlocal(transport: paramiko.Transport, path: str, *, timeout: float
     """
     if not transport.is_active():
         raise paramiko.SSHException("SSH session not active")
-    with transport.lock:
-        window_size = transport._sanitize_window_size(None)
-        max_packet_size = transport._sanitize_packet_size(None)
-        chanid = transport._next_channel()
+    t: Any = transport  # the private parts of paramiko that Transport.open_channel uses
+    with t.lock:
+        window_size = t._sanitize_window_size(None)
+        max_packet_size = t._sanitize_packet_size(None)
+        chanid = t._next_channel()
         m = Message()
         m.add_byte(cMSG_CHANNEL_OPEN)
         m.add_string(STREAMLOCAL)
@@ -53,15 +55,16 @@ def open_streamlocal(transport: paramiko.Transport, path: str, *, timeout: float
         m.add_string("")
         m.add_int(0)
         chan = paramiko.Channel(chanid)
-        transport._channels.put(chanid, chan)
-        transport.channel_events[chanid] = event = threading.Event()
-        transport.channels_seen[chanid] = True
-        chan._set_transport(transport)
-        chan._set_window(window_size, max_packet_size)
-    transport._send_user_message(m)
+        c: Any = chan
+        t._channels.put(chanid, chan)
+        t.channel_events[chanid] = event = threading.Event()
+        t.channels_seen[chanid] = True
+        c._set_transport(transport)
+        c._set_window(window_size, max_packet_size)
+    t._send_user_message(m)
     if not event.wait(timeout):
         raise paramiko.SSHException(f"timed out after {timeout:g}s opening a channel to {path}")
-    opened = transport._channels.get(chanid)
+    opened = t._channels.get(chanid)
     if opened is not None:
         return opened
     raise transport.get_exception() or paramiko.SSHException(f"cannot open a channel to {path}")

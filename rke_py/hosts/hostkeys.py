@@ -92,7 +92,9 @@ class HostKeyStore:
             if self._known_hosts_file:
                 if self._known_hosts is None:
                     self._known_hosts, self._revoked = _load_known_hosts(self._known_hosts_file)
-                found = self._known_hosts.lookup(_known_hosts_name(host, port)) or {}
+                found: Mapping[str, paramiko.PKey] = (
+                    self._known_hosts.lookup(_known_hosts_name(host, port)) or {}
+                )
                 keys += [KnownKey(t, k.get_base64(), self._known_hosts_file) for t, k in found.items()]
             return keys
 

@@ -12,11 +12,13 @@ import ipaddress
 import secrets
 from dataclasses import dataclass
 from functools import cached_property
+from typing import cast
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.asymmetric.types import CertificateIssuerPublicKeyTypes as IssuerKey
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from rke_py.errors import RkePyError
@@ -88,7 +90,8 @@ class CertKeyPair:
             ext = self.x509.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
         except x509.ExtensionNotFound:
             return set(), set()
-        return set(ext.get_values_for_type(x509.DNSName)), set(ext.get_values_for_type(x509.IPAddress))
+        ips = {ip for ip in ext.get_values_for_type(x509.IPAddress) if isinstance(ip, IPAddress)}
+        return set(ext.get_values_for_type(x509.DNSName)), ips
 
     def covers(self, dns: set[str], ips: set[IPAddress]) -> bool:
         """True when the certificate already names every DNS name and IP asked for (more is fine)."""
@@ -105,7 +108,8 @@ class CertKeyPair:
     def key_matches(self) -> bool:
         """The key belongs to the certificate. Skips RSA validation (35 ms a key): only moduli compared."""
         key = self._load_key(validate=False)
-        return key.public_key().public_numbers() == self.x509.public_key().public_numbers()
+        spki = (serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+        return key.public_key().public_bytes(*spki) == self.x509.public_key().public_bytes(*spki)
 
 
 def _name_attr(cert: x509.Certificate, oid: x509.ObjectIdentifier) -> str:
@@ -213,7 +217,8 @@ def make_signed(
         )
         .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
         .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.x509.public_key()), critical=False
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(cast(IssuerKey, ca.x509.public_key())),
+            critical=False,
         )
     )
     names: list[x509.GeneralName] = [x509.DNSName(d) for d in dns]

@@ -107,7 +107,7 @@ def to_yaml(data: object) -> bytes:
     """Block-style YAML for the configuration files rke-py writes (keys in the order given)."""
     yaml = YAML(typ="safe", pure=True)
     yaml.default_flow_style = False
-    yaml.sort_base_mapping_type_on_output = False
+    yaml.sort_base_mapping_type_on_output = False  # type: ignore[assignment]  # typed None in ruamel
     out = io.StringIO()
     yaml.dump(data, out)
     return out.getvalue().encode()
