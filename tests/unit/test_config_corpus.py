@@ -12,9 +12,10 @@ import pytest
 
 from rke_py.config import load_text
 from rke_py.errors import ConfigError
+from tests.cases import fixture_cases
 
 BAD = Path(__file__).parents[1] / "fixtures" / "config" / "bad"
-CASES = sorted(BAD.glob("*.yml"))
+CASES = fixture_cases(BAD)
 
 
 def reported_lines(text: str) -> list[str]:
