@@ -10,17 +10,22 @@ running `docker system dial-stdio`.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable
-from functools import partial
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, cast
 
 import docker
 import paramiko
 import urllib3
+from docker.constants import MINIMUM_DOCKER_API_VERSION
 from docker.transport.basehttpadapter import BaseHTTPAdapter
 from docker.transport.sshconn import SSHConnection, SSHConnectionPool
 
 from rke_py.errors import ConnectError
+from rke_py.hosts.base import DockerContainer, DockerError
 from rke_py.hosts.ssh import Connection
+
+if TYPE_CHECKING:
+    from rke_py.plan.model import ContainerSpec
 
 DEFAULT_SOCKET = "/var/run/docker.sock"
 # OpenSSH's MaxSessions defaults to 10. Streamlocal channels are not sessions, but stay under it anyway;
@@ -43,26 +48,27 @@ def socket_hint(socket_path: str) -> str:
 class _ChannelHTTPConnection(SSHConnection):
     """An HTTP connection whose socket is a fresh SSH channel."""
 
-    def __init__(self, open_channel: Callable[[], paramiko.Channel], timeout: float):
+    def __init__(self, open_channel: Callable[[], paramiko.Channel], timeout: int):
         super().__init__(ssh_transport=None, timeout=timeout)
         self._open_channel = open_channel
 
     def connect(self) -> None:
         chan = self._open_channel()
         chan.settimeout(self.timeout)
-        self.sock = chan
+        self.sock = cast(Any, chan)  # a paramiko Channel is socket enough for http.client
 
 
 class _ChannelPool(SSHConnectionPool):
     """docker-py's SSH pool (it never probes fileno(), which costs a pipe per channel), with our channels."""
 
-    def __init__(self, open_channel: Callable[[], paramiko.Channel], timeout: float, maxsize: int):
+    def __init__(self, open_channel: Callable[[], paramiko.Channel], timeout: int, maxsize: int):
         super().__init__(timeout=timeout, maxsize=maxsize)
         self._open_channel = open_channel
+        self._seconds = timeout
         self.block = True  # wait for a free channel rather than exceed the server's limits
 
-    def _new_conn(self) -> _ChannelHTTPConnection:
-        return _ChannelHTTPConnection(self._open_channel, self.timeout)
+    def _new_conn(self) -> Any:
+        return _ChannelHTTPConnection(self._open_channel, self._seconds)
 
     def _get_conn(self, timeout=None):
         conn = super()._get_conn(timeout)
@@ -73,7 +79,7 @@ class _ChannelPool(SSHConnectionPool):
 
 
 class _ChannelAdapter(BaseHTTPAdapter):
-    def __init__(self, open_channel: Callable[[], paramiko.Channel], timeout: float, maxsize: int):
+    def __init__(self, open_channel: Callable[[], paramiko.Channel], timeout: int, maxsize: int):
         self._pool = _ChannelPool(open_channel, timeout, maxsize)
         super().__init__()
 
@@ -91,33 +97,26 @@ class _ChannelAdapter(BaseHTTPAdapter):
 class NodeAPIClient(docker.APIClient):
     """docker.APIClient whose requests travel over a node's SSH connection."""
 
-    def __init__(self, adapter: _ChannelAdapter, *, transport_kind: str, version: str, timeout: float):
+    def __init__(self, adapter: _ChannelAdapter, *, transport_kind: str, version: str, timeout: int):
         # Built as a local-socket client with a fixed version so that nothing is contacted yet, then
-        # re-pointed at our adapter; only then is the version negotiated.
+        # re-pointed at our adapter; only then is the version negotiated. The attributes set here are
+        # docker-py's own, untyped in its stubs.
         super().__init__(
-            base_url="http+unix:///nonexistent",
-            version=docker.constants.MINIMUM_DOCKER_API_VERSION,
-            timeout=timeout,
+            base_url="http+unix:///nonexistent", version=MINIMUM_DOCKER_API_VERSION, timeout=timeout
         )
-        self._custom_adapter.close()
-        self._custom_adapter = adapter
+        inner = cast(Any, self)
+        inner._custom_adapter.close()
+        inner._custom_adapter = adapter
         self.mount("http+docker://", adapter)
         self.base_url = _BASE_URL
         self.transport_kind = transport_kind  # "streamlocal" or "dial-stdio"
-        self._version = self._retrieve_server_version() if version == "auto" else version
-
-
-class NodeDockerClient(docker.DockerClient):
-    """docker.DockerClient (containers, images, ...) over a NodeAPIClient."""
-
-    def __init__(self, api: NodeAPIClient):
-        self.api = api
+        inner._version = inner._retrieve_server_version() if version == "auto" else version
 
 
 def docker_client(
-    conn: Connection, socket_path: str = DEFAULT_SOCKET, *, version: str = "auto", timeout: float = 50
-) -> NodeDockerClient:
-    """A Docker client for the node behind `conn`, talking to its `socket_path` (RKE's `docker_socket`).
+    conn: Connection, socket_path: str = DEFAULT_SOCKET, *, version: str = "auto", timeout: int = 50
+) -> HostDocker:
+    """The Docker API of the node behind `conn`, talking to its `socket_path` (RKE's `docker_socket`).
 
     `timeout` is the per-request HTTP timeout (RKE uses 50 s). Raises ConnectError with RKE's hint when
     the socket cannot be reached.
@@ -125,7 +124,11 @@ def docker_client(
     socket_path = socket_path or DEFAULT_SOCKET
     try:
         conn.open_unix(socket_path).close()
-        kind, size, open_channel = "streamlocal", STREAMLOCAL_POOL, partial(conn.open_unix, socket_path)
+        kind, size = "streamlocal", STREAMLOCAL_POOL
+
+        def open_channel() -> paramiko.Channel:
+            return conn.open_unix(socket_path)
+
     except paramiko.ChannelException as e:
         # OpenSSH answers "open failed" both when forwarding is off and when connect() fails, so ask the
         # node which one it is before choosing the fallback.
@@ -141,7 +144,7 @@ def docker_client(
         )
     except docker.errors.DockerException as e:
         raise ConnectError(conn.host, "docker", f"{socket_hint(socket_path)} ({kind}: {e})") from None
-    return NodeDockerClient(api)
+    return HostDocker(api)
 
 
 def _dial_stdio(
@@ -167,3 +170,89 @@ def _dial_stdio(
 
         return open_channel
     raise ConnectError(conn.host, "docker", f"{socket_hint(socket_path)} ({reason})")
+
+
+class HostDocker:
+    """The `Docker` operations over one node's client; docker-py's errors become DockerError."""
+
+    def __init__(self, client: docker.APIClient):
+        self.api = client
+
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except docker.errors.NotFound as e:
+            raise DockerError(f"{what}: {e.explanation or e}", missing=True) from e
+        except (docker.errors.DockerException, OSError, paramiko.SSHException) as e:
+            raise DockerError(f"{what}: {e}") from e
+
+    def info(self) -> dict[str, Any]:
+        return self._call("docker info", self.api.info)
+
+    def containers(self, label: str) -> list[DockerContainer]:
+        rows = self._call("list containers", self.api.containers, all=True, filters={"label": label})
+        return [
+            DockerContainer(
+                name=row["Names"][0].lstrip("/"),
+                id=row["Id"],
+                image=row["Image"],
+                running=row["State"] == "running",
+                labels=row.get("Labels") or {},
+            )
+            for row in rows
+        ]
+
+    def image_tags(self) -> set[str]:
+        images = self._call("list images", self.api.images)
+        return {tag for image in images for tag in image.get("RepoTags") or ()}
+
+    def pull(self, image: str, auth: Mapping[str, str] | None) -> None:
+        self._call(f"pull {image}", self.api.pull, image, auth_config=dict(auth) if auth else None)
+
+    def create(self, spec: ContainerSpec) -> str:
+        host_config = self.api.create_host_config(
+            binds=list(spec.binds) or None,
+            network_mode=spec.network_mode,
+            pid_mode=spec.pid_mode or None,
+            privileged=spec.privileged,
+            restart_policy={"Name": spec.restart_policy} if spec.restart_policy else None,
+            volumes_from=list(spec.volumes_from) or None,
+        )
+        created = self._call(
+            f"create {spec.name}",
+            self.api.create_container,
+            image=spec.image,
+            name=spec.name,
+            entrypoint=list(spec.entrypoint) or None,
+            command=list(spec.command) or None,
+            environment=list(spec.env),
+            labels=spec.labels,
+            user=spec.user or None,
+            host_config=host_config,
+        )
+        return created["Id"]
+
+    def start(self, container: str) -> None:
+        self._call(f"start {container}", self.api.start, container)
+
+    def stop(self, container: str, timeout: int = 5) -> None:
+        self._call(f"stop {container}", self.api.stop, container, timeout=timeout)
+
+    def rename(self, container: str, name: str) -> None:
+        self._call(f"rename {container} to {name}", self.api.rename, container, name)
+
+    def remove(self, container: str) -> None:
+        self._call(f"remove {container}", self.api.remove_container, container, force=True, v=False)
+
+    def logs(self, container: str, tail: int) -> list[str]:
+        raw = self._call(f"logs of {container}", self.api.logs, container, tail=tail)
+        return raw.decode(errors="replace").splitlines()[-tail:]
+
+    def exec(self, container: str, argv: list[str]) -> tuple[int, str]:
+        exec_id = self._call(f"exec in {container}", self.api.exec_create, container, argv)["Id"]
+        out = self._call(f"exec in {container}", self.api.exec_start, exec_id)
+        code = self._call(f"exec in {container}", self.api.exec_inspect, exec_id).get("ExitCode") or 0
+        return code, out.decode(errors="replace")
+
+    def close(self) -> None:
+        self.api.close()

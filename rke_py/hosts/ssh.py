@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 
 import paramiko
 
-from rke_py.config.schema import ClusterConfig, Node
 from rke_py.errors import ConnectError
 from rke_py.hosts import channels
+from rke_py.hosts.base import Completed
 from rke_py.hosts.hostkeys import HostKeyPolicy, HostKeyRejected, HostKeyStore
 from rke_py.hosts.keys import KeyLoader, KeyProblem, expand_home
 
@@ -60,56 +60,6 @@ class SSHTarget:
         return self.name or self.address
 
 
-def _port(value: str, label: str) -> int:
-    try:
-        port = int(value or "22")
-    except ValueError:
-        raise ConnectError(label, "ssh", f"port {value!r} is not a number") from None
-    if not 0 < port < 65536:
-        raise ConnectError(label, "ssh", f"port {port} is out of range")
-    return port
-
-
-def target_for(node: Node, config: ClusterConfig) -> SSHTarget:
-    """The SSH target of a node; empty key settings fall back to the cluster's, as in RKE."""
-    return SSHTarget(
-        address=node.address,
-        port=_port(node.port, node.name),
-        user=node.user,
-        ssh_key=node.ssh_key,
-        ssh_key_path="" if node.ssh_key else (node.ssh_key_path or config.ssh_key_path),
-        ssh_cert=node.ssh_cert,
-        ssh_cert_path="" if node.ssh_cert else (node.ssh_cert_path or config.ssh_cert_path),
-        ssh_agent_auth=node.ssh_agent_auth or config.ssh_agent_auth,
-        name=node.address,  # every rke-py message names a node by its cluster.yml address
-    )
-
-
-def bastion_target(config: ClusterConfig) -> SSHTarget | None:
-    """The bastion's SSH target, or None when cluster.yml has no `bastion_host`."""
-    b = config.bastion_host
-    if b is None or not b.address:
-        return None
-    return SSHTarget(
-        address=b.address,
-        port=_port(b.port, f"bastion {b.address}"),
-        user=b.user,
-        ssh_key=b.ssh_key,
-        ssh_key_path="" if b.ssh_key else (b.ssh_key_path or config.ssh_key_path),
-        ssh_cert=b.ssh_cert,
-        ssh_cert_path="" if b.ssh_cert else (b.ssh_cert_path or config.ssh_cert_path),
-        ssh_agent_auth=b.ssh_agent_auth or config.ssh_agent_auth,
-        name=f"bastion {b.address}",
-    )
-
-
-@dataclass(frozen=True)
-class Completed:
-    rc: int
-    stdout: bytes
-    stderr: bytes
-
-
 def connect(
     target: SSHTarget,
     *,
@@ -130,7 +80,9 @@ def connect(
         transport.banner_timeout = timeout
         transport.auth_timeout = max(timeout, 30)
         options = transport.get_security_options()
-        options.key_types = host_keys.preferred_algorithms(target.address, target.port, options.key_types)
+        options.key_types = host_keys.preferred_algorithms(
+            target.address, target.port, tuple(options.key_types)
+        )
         try:
             # The banner wait is bounded by banner_timeout; this bounds banner + key exchange.
             transport.start_client(timeout=2 * timeout)

@@ -28,9 +28,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from rke_py.config.schema import BastionHost, ClusterConfig, Node
+from rke_py.deploy.targets import bastion_target, ssh_target
 from rke_py.errors import ConnectError, ExitStatus
 from rke_py.hosts.connections import Connections
-from rke_py.hosts.docker_api import docker_client
+from rke_py.hosts.docker_api import HostDocker, docker_client
 from rke_py.hosts.hostkeys import HostKeyPolicy, HostKeyStore
 from rke_py.hosts.keys import PASSPHRASE_ENV, KeyLoader
 from rke_py.hosts.ssh import Connection, SSHTarget, connect
@@ -192,12 +193,12 @@ def test_one_transport_serves_commands_files_and_docker(sshd):
     before = sshd.logins()
     config = ClusterConfig(nodes=[Node(address="127.0.0.1", port=str(sshd.port), user=USER)])
     config.ssh_key_path = str(sshd.client_key)
-    with Connections(config, host_keys=HostKeyStore()) as conns:
-        node = config.nodes[0]
+    with Connections(host_keys=HostKeyStore()) as conns:
+        node = ssh_target(config.nodes[0], config)
         first = conns.get(node)
         assert first.run("echo hello").stdout == b"hello\n"
         first.write_file(f"{sshd.dir}/reuse/a", b"a", 0o644)
-        assert conns.docker(node).ping()
+        assert conns.host(node, DOCKER_SOCK).docker.api.ping()
         assert conns.get(node) is first
         assert conns.get(node).transport is first.transport
         assert conns.opened == 1
@@ -411,10 +412,11 @@ def test_connections_route_nodes_through_the_bastion(sshd):
         bastion_host=BastionHost(address="127.0.0.1", port=str(sshd.port), user=USER),
         ssh_key_path=str(sshd.client_key),
     )
-    with Connections(config, host_keys=HostKeyStore()) as conns:
-        conn = conns.get(config.nodes[0])
+    with Connections(host_keys=HostKeyStore(), bastion=bastion_target(config)) as conns:
+        node = ssh_target(config.nodes[0], config)
+        conn = conns.get(node)
         assert conn.via is conns.bastion()
-        assert conns.docker(config.nodes[0]).ping()
+        assert conns.host(node, DOCKER_SOCK).docker.api.ping()
         assert conns.opened == 2
 
 
@@ -596,8 +598,15 @@ def test_http_get_reads_a_body_that_arrives_after_the_headers(conn):
 # --- Docker -------------------------------------------------------------------------------------------
 
 
+def high_level(host_docker: HostDocker) -> docker.DockerClient:
+    """docker-py's high-level client (containers, images) over the node's own API client."""
+    client = docker.DockerClient.__new__(docker.DockerClient)
+    client.api = host_docker.api
+    return client
+
+
 def test_docker_over_streamlocal_runs_a_container(conn, busybox_image):
-    client = docker_client(conn, DOCKER_SOCK)
+    client = high_level(docker_client(conn, DOCKER_SOCK))
     assert client.api.transport_kind == "streamlocal"
     assert client.ping()
     assert client.version()["ApiVersion"]
@@ -631,7 +640,7 @@ def test_docker_falls_back_to_dial_stdio_when_streamlocal_is_forbidden(start_ssh
     with connect(server.target(), host_keys=HostKeyStore()) as c:
         with pytest.raises(paramiko.ChannelException):
             c.open_unix(DOCKER_SOCK)
-        client = docker_client(c, DOCKER_SOCK)
+        client = high_level(docker_client(c, DOCKER_SOCK))
         assert client.api.transport_kind == "dial-stdio"
         assert client.ping()
         assert IMAGE in {t for image in client.images.list() for t in image.tags}
@@ -649,7 +658,7 @@ def test_private_key_never_in_messages(sshd, keys_dir):
 
 
 def test_parallel_workers_share_one_connection(conn):
-    client = docker_client(conn, DOCKER_SOCK)
+    client = high_level(docker_client(conn, DOCKER_SOCK))
     results: list[object] = []
 
     def work(i: int) -> None:

@@ -9,11 +9,12 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
 from rke_py.config.schema import BastionHost, ClusterConfig, Node
+from rke_py.deploy.targets import bastion_target, ssh_target
 from rke_py.errors import ConnectError, ExitStatus
 from rke_py.hosts.channels import split_url
 from rke_py.hosts.docker_api import socket_hint
 from rke_py.hosts.keys import PASSPHRASE_ENV, KeyLoader, KeyProblem, expand_home
-from rke_py.hosts.ssh import SSHTarget, bastion_target, target_for
+from rke_py.hosts.ssh import SSHTarget
 
 INLINE_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nnot really\n-----END OPENSSH PRIVATE KEY-----\n"
 
@@ -30,7 +31,7 @@ def _config(**node) -> ClusterConfig:
 
 def test_node_inherits_the_cluster_key_path():
     config = _config()
-    target = target_for(config.nodes[0], config)
+    target = ssh_target(config.nodes[0], config)
     assert target == SSHTarget(
         address="10.0.0.1", port=22, user="rancher", ssh_key_path="~/.ssh/cluster_key", name="10.0.0.1"
     )
@@ -38,13 +39,13 @@ def test_node_inherits_the_cluster_key_path():
 
 def test_node_key_path_wins_and_port_is_a_number():
     config = _config(port="2222", ssh_key_path="/keys/node", hostname_override="etcd-1")
-    target = target_for(config.nodes[0], config)
+    target = ssh_target(config.nodes[0], config)
     assert (target.port, target.ssh_key_path, target.label) == (2222, "/keys/node", "10.0.0.1")
 
 
 def test_inline_key_wins_over_any_path_and_stays_out_of_repr():
     config = _config(ssh_key=INLINE_KEY, ssh_key_path="/keys/node")
-    target = target_for(config.nodes[0], config)
+    target = ssh_target(config.nodes[0], config)
     assert target.ssh_key == INLINE_KEY
     assert target.ssh_key_path == ""
     assert "PRIVATE KEY" not in repr(target)
@@ -54,7 +55,7 @@ def test_cluster_agent_auth_and_cert_path_apply_to_nodes():
     config = _config()
     config.ssh_agent_auth = True
     config.ssh_cert_path = "~/.ssh/id_ed25519-cert.pub"
-    target = target_for(config.nodes[0], config)
+    target = ssh_target(config.nodes[0], config)
     assert target.ssh_agent_auth
     assert target.ssh_cert_path == "~/.ssh/id_ed25519-cert.pub"
 
@@ -62,7 +63,7 @@ def test_cluster_agent_auth_and_cert_path_apply_to_nodes():
 def test_a_port_that_is_not_a_number_names_the_node():
     config = _config(port="ssh")
     with pytest.raises(ConnectError) as e:
-        target_for(config.nodes[0], config)
+        ssh_target(config.nodes[0], config)
     assert str(e.value) == "10.0.0.1: ssh: port 'ssh' is not a number"
     assert e.value.exit_status == ExitStatus.CONNECT
 

@@ -1,0 +1,96 @@
+"""The seam between rke-py and a host: what observe, apply and verify may ask of one.
+
+`Host` (SSH plus the Docker API over it) is the real implementation; tests use an in-memory one, so the
+chokepoint, rollback and the etcd plane are tested without a lab.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from rke_py.plan.model import ContainerSpec
+
+
+@dataclass(frozen=True)
+class Completed:
+    rc: int
+    stdout: bytes
+    stderr: bytes
+
+
+class DockerError(Exception):
+    """A Docker API call on a host failed; `missing` when the container or image does not exist."""
+
+    def __init__(self, message: str, *, missing: bool = False):
+        super().__init__(message)
+        self.missing = missing
+
+
+@dataclass(frozen=True)
+class DockerContainer:
+    """One row of `docker ps -a`: what observe needs."""
+
+    name: str
+    id: str
+    image: str
+    running: bool
+    labels: Mapping[str, str]
+
+
+class Docker(Protocol):
+    """The Docker operations rke-py performs on a host. Every method raises DockerError on failure."""
+
+    def info(self) -> dict[str, Any]: ...
+
+    def containers(self, label: str) -> list[DockerContainer]: ...
+
+    def image_tags(self) -> set[str]: ...
+
+    def pull(self, image: str, auth: Mapping[str, str] | None) -> None: ...
+
+    def create(self, spec: ContainerSpec) -> str: ...
+
+    def start(self, container: str) -> None: ...
+
+    def stop(self, container: str, timeout: int = 5) -> None: ...
+
+    def rename(self, container: str, name: str) -> None: ...
+
+    def remove(self, container: str) -> None: ...
+
+    def logs(self, container: str, tail: int) -> list[str]: ...
+
+    def exec(self, container: str, argv: list[str]) -> tuple[int, str]: ...
+
+
+class HostConnection(Protocol):
+    """One host for the length of a run: commands, files, HTTP(S) fetched from the node itself, Docker."""
+
+    @property
+    def address(self) -> str: ...
+
+    @property
+    def docker(self) -> Docker: ...
+
+    def run(self, cmd: str, *, input: bytes | None = None, timeout: float = 60) -> Completed: ...
+
+    def write_file(self, path: str, content: bytes, mode: int) -> None: ...
+
+    def read_file(self, path: str) -> bytes | None: ...
+
+    def file_hashes(self, paths: list[str]) -> dict[str, str | None]: ...
+
+    def https_get(
+        self,
+        url: str,
+        *,
+        ca_pem: bytes | None = None,
+        cert_pem: bytes | None = None,
+        key_pem: bytes | None = None,
+        timeout: float = 5,
+    ) -> tuple[int, bytes]: ...
+
+    def http_get(self, url: str, *, timeout: float = 5) -> tuple[int, bytes]: ...

@@ -1,0 +1,50 @@
+"""A connected host: its SSH connection and the Docker API over it, as one `HostConnection`."""
+
+from __future__ import annotations
+
+from rke_py.hosts.base import Completed
+from rke_py.hosts.docker_api import HostDocker
+from rke_py.hosts.ssh import Connection
+
+
+class Host:
+    def __init__(self, conn: Connection, docker: HostDocker):
+        self.conn = conn
+        self._docker = docker
+
+    def __repr__(self) -> str:
+        return f"<Host {self.conn!r}>"
+
+    @property
+    def address(self) -> str:
+        return self.conn.host
+
+    @property
+    def docker(self) -> HostDocker:
+        return self._docker
+
+    def run(self, cmd: str, *, input: bytes | None = None, timeout: float = 60) -> Completed:
+        return self.conn.run(cmd, input=input, timeout=timeout)
+
+    def write_file(self, path: str, content: bytes, mode: int) -> None:
+        self.conn.write_file(path, content, mode)
+
+    def read_file(self, path: str) -> bytes | None:
+        return self.conn.read_file(path)
+
+    def file_hashes(self, paths: list[str]) -> dict[str, str | None]:
+        return self.conn.file_hashes(paths)
+
+    def https_get(
+        self,
+        url: str,
+        *,
+        ca_pem: bytes | None = None,
+        cert_pem: bytes | None = None,
+        key_pem: bytes | None = None,
+        timeout: float = 5,
+    ) -> tuple[int, bytes]:
+        return self.conn.https_get(url, ca_pem=ca_pem, cert_pem=cert_pem, key_pem=key_pem, timeout=timeout)
+
+    def http_get(self, url: str, *, timeout: float = 5) -> tuple[int, bytes]:
+        return self.conn.http_get(url, timeout=timeout)
