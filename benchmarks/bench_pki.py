@@ -12,7 +12,8 @@ import time
 from collections.abc import Callable
 
 from rke_py.config.schema import ClusterConfig, Node
-from rke_py.pki import build_bundle, node_files
+from rke_py.pki import build_bundle
+from rke_py.plan.cert_files import node_files
 from rke_py.state import ClusterState, State, state_from_json, state_to_json
 
 

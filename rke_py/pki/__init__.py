@@ -1,11 +1,11 @@
-"""CA and certificates (cryptography), which files each node gets, and kubeconfig rendering.
+"""CA and certificates (cryptography) and kubeconfig rendering.
 
-Knows nothing about hosts: config and the state's bundle in, certificates and FileSpecs out.
+Knows nothing about hosts or plans: config and the state's bundle in, certificates out. Which files a
+node receives is planning (`rke_py.plan.cert_files`).
 """
 
 from rke_py.pki.bundle import Bundle, build_bundle, etcd_cert_name
 from rke_py.pki.certs import CertificateError, CertKeyPair
-from rke_py.pki.files import node_files
 from rke_py.pki.kubeconfig import admin_kubeconfig, component_kubeconfig, default_server
 from rke_py.pki.paths import cert_path, key_path, kubeconfig_path
 
@@ -21,5 +21,4 @@ __all__ = [
     "etcd_cert_name",
     "key_path",
     "kubeconfig_path",
-    "node_files",
 ]

@@ -80,10 +80,13 @@ def container(config: ClusterConfig, node: Node, joined: bool = False) -> Contai
             service,
         ),
         files=(*cert_files(config, etcd_cert_name(node)), ca_file(config)),
-        health=HealthCheck(
-            url=f"https://{node.internal_address}:2379/health",
-            client_cert="kube-node",
-            expect_json=(("health", "true"),),
-            retries=18,  # RKE allows 90 s for a re-election
-        ),
+    )
+
+
+def health(node: Node) -> HealthCheck:
+    return HealthCheck(
+        url=f"https://{node.internal_address}:2379/health",
+        client_cert="kube-node",
+        expect_json=(("health", "true"),),
+        retries=18,  # RKE allows 90 s for a re-election
     )

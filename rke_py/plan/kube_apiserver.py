@@ -29,7 +29,7 @@ from rke_py.plan.common import (
     k8s_minor,
     to_yaml,
 )
-from rke_py.plan.model import ContainerSpec, FileSpec, HealthCheck
+from rke_py.plan.model import ContainerSpec, FileSpec
 
 NAME = "kube-apiserver"
 ADMISSION_FILE = "/etc/kubernetes/admission.yaml"
@@ -255,5 +255,4 @@ def container(config: ClusterConfig, node: Node) -> ContainerSpec:
         binds=binds(base_binds, service),
         volumes_from=(SIDEKICK,),
         files=read_files(config),
-        health=HealthCheck(url="https://localhost:6443/healthz", client_cert="kube-apiserver"),
     )

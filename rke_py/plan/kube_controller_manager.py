@@ -17,7 +17,7 @@ from rke_py.plan.common import (
     k8s_entrypoint,
     kubeconfig_file,
 )
-from rke_py.plan.model import ContainerSpec, HealthCheck
+from rke_py.plan.model import ContainerSpec
 
 NAME = "kube-controller-manager"
 
@@ -62,5 +62,4 @@ def container(config: ClusterConfig) -> ContainerSpec:
             ca_file(config),
             key_path("kube-service-account-token", prefix),
         ),
-        health=HealthCheck(url="https://localhost:10257/healthz"),
     )

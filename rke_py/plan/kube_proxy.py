@@ -15,7 +15,7 @@ from rke_py.plan.common import (
     k8s_entrypoint,
     kubeconfig_file,
 )
-from rke_py.plan.model import ContainerSpec, HealthCheck
+from rke_py.plan.model import ContainerSpec
 
 NAME = "kube-proxy"
 
@@ -45,5 +45,4 @@ def container(config: ClusterConfig, node: Node) -> ContainerSpec:
         privileged=True,
         volumes_from=(SIDEKICK,),
         files=(kubeconfig_file(config, NAME), *cert_files(config, NAME), ca_file(config)),
-        health=HealthCheck(url="http://localhost:10256/healthz"),
     )

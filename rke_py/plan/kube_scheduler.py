@@ -15,7 +15,7 @@ from rke_py.plan.common import (
     k8s_entrypoint,
     kubeconfig_file,
 )
-from rke_py.plan.model import ContainerSpec, HealthCheck
+from rke_py.plan.model import ContainerSpec
 
 NAME = "kube-scheduler"
 
@@ -43,5 +43,4 @@ def container(config: ClusterConfig) -> ContainerSpec:
         volumes_from=(SIDEKICK,),
         # The kubeconfig names kube-ca.pem as its certificate authority, so the CA is read too.
         files=(kubeconfig_file(config, NAME), *cert_files(config, NAME), ca_file(config)),
-        health=HealthCheck(url="https://localhost:10259/healthz"),
     )

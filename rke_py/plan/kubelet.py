@@ -17,20 +17,26 @@ from rke_py.plan.common import (
     k8s_entrypoint,
     kubeconfig_file,
 )
-from rke_py.plan.model import ContainerSpec, HealthCheck
+from rke_py.plan.model import ContainerSpec
 
 NAME = "kubelet"
 DOCKER_ROOT = "/var/lib/docker"  # `docker info` DockerRootDir, unknown offline; Docker's default
-CONTROLPLANE_TAINT = "node-role.kubernetes.io/controlplane=true:NoSchedule"
-ETCD_TAINT = "node-role.kubernetes.io/etcd=true:NoExecute"
+ROLE_TAINTS = (  # RKE's taints for nodes without the worker role, so workloads stay off them
+    ("controlplane", "node-role.kubernetes.io/controlplane", "NoSchedule"),
+    ("etcd", "node-role.kubernetes.io/etcd", "NoExecute"),
+)
+
+
+def role_taints(node: Node) -> list[tuple[str, str]]:
+    """(key, effect) of the role taints `node` carries; none for a worker."""
+    if node.has("worker"):
+        return []
+    return [(key, effect) for role, key, effect in ROLE_TAINTS if node.has(role)]
 
 
 def taints(node: Node) -> str:
-    """Role taints a node without the worker role registers with, so workloads stay off it."""
-    if node.has("worker"):
-        return ""
-    roles = ((node.has("controlplane"), CONTROLPLANE_TAINT), (node.has("etcd"), ETCD_TAINT))
-    return ",".join(taint for has, taint in roles if has)
+    """The role taints as the kubelet's --register-with-taints value."""
+    return ",".join(f"{key}=true:{effect}" for key, effect in role_taints(node))
 
 
 def flags(config: ClusterConfig, node: Node) -> dict[str, str]:
@@ -130,5 +136,4 @@ def container(config: ClusterConfig, node: Node) -> ContainerSpec:
         privileged=True,
         volumes_from=(SIDEKICK,),
         files=read_files(config, node),
-        health=HealthCheck(url="http://localhost:10248/healthz"),
     )

@@ -81,21 +81,33 @@ def files_digest(paths: tuple[str, ...], files: dict[str, FileSpec]) -> str:
     return h.hexdigest()
 
 
+@dataclass(frozen=True)
+class Placed:
+    """A container in the plane that starts it ("etcd", "control" or "worker")."""
+
+    plane: str
+    spec: ContainerSpec
+
+
 @dataclass
 class NodePlan:
-    """Everything one node must have. Containers are in start order within their plane."""
+    """Everything one node must have. Containers in start order: by plane, then in registry order."""
 
     address: str
     hostname: str
     roles: tuple[str, ...]
     files: list[FileSpec] = field(default_factory=list)
-    etcd: list[ContainerSpec] = field(default_factory=list)  # etcd plane
-    control: list[ContainerSpec] = field(default_factory=list)  # control plane
-    worker: list[ContainerSpec] = field(default_factory=list)  # worker plane (nginx-proxy first)
+    placed: list[Placed] = field(default_factory=list)
 
     @property
     def containers(self) -> list[ContainerSpec]:
-        return [*self.etcd, *self.control, *self.worker]
+        return [p.spec for p in self.placed]
+
+    def in_plane(self, plane: str) -> list[ContainerSpec]:
+        return [p.spec for p in self.placed if p.plane == plane]
+
+    def container(self, name: str) -> ContainerSpec | None:
+        return next((s for s in self.containers if s.name == name), None)
 
 
 @dataclass

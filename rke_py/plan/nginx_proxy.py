@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from rke_py.config.schema import ClusterConfig
 from rke_py.plan.common import host_path
-from rke_py.plan.model import ContainerSpec, FileSpec, HealthCheck
+from rke_py.plan.model import ContainerSpec, FileSpec
 from rke_py.templating import template
 
 NAME = "nginx-proxy"
@@ -42,6 +42,4 @@ def container(config: ClusterConfig) -> ContainerSpec:
         env=(f"CP_HOSTS={','.join(apiservers(config))}",),  # RKE's variable; informative here
         binds=(f"{host_path(config, CONF_DIR)}:{MOUNT_DIR}:ro",),
         files=(conf_path(config),),
-        # Through the proxy, so a proxy that reaches no apiserver is caught.
-        health=HealthCheck(url="https://127.0.0.1:6443/healthz", client_cert="kube-node"),
     )

@@ -10,8 +10,9 @@ from cryptography import x509
 from ruamel.yaml import YAML
 
 from rke_py.config.schema import ClusterConfig, Node
-from rke_py.pki import admin_kubeconfig, build_bundle, component_kubeconfig, default_server, node_files
+from rke_py.pki import admin_kubeconfig, build_bundle, component_kubeconfig, default_server
 from rke_py.pki.certs import make_ca, make_signed
+from rke_py.plan.cert_files import node_files
 
 SSL = "/etc/kubernetes/ssl"
 

@@ -22,9 +22,10 @@ from rke_py.pki.bundle import build_bundle
 from rke_py.plan import build_plan
 from rke_py.plan.model import ClusterPlan, FileSpec
 from rke_py.plan.nginx_proxy import CONF_DIR
+from tests.cases import fixture_cases
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "plan"
-CASES = sorted(p.stem for p in FIXTURES.glob("*.yml"))
+CASES = [p.stem for p in fixture_cases(FIXTURES)]
 
 
 @cache
@@ -46,11 +47,10 @@ def describe(plan: ClusterPlan) -> list[dict[str, Any]]:
     nodes = []
     for node in plan.nodes:
         containers = {}
-        for plane in ("etcd", "control", "worker"):
-            for spec in getattr(node, plane):
-                data = asdict(spec)
-                del data["files_digest"]
-                containers[spec.name] = {"plane": plane, **data}
+        for placed in node.placed:
+            data = asdict(placed.spec)
+            del data["files_digest"]
+            containers[placed.spec.name] = {"plane": placed.plane, **data}
         nodes.append(
             {
                 "address": node.address,

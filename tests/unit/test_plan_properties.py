@@ -20,9 +20,10 @@ from rke_py.pki.certs import make_ca, make_signed
 from rke_py.plan import build_plan, kubelet
 from rke_py.plan.model import ClusterPlan, ContainerSpec, NodePlan
 from rke_py.plan.nginx_proxy import CONF_DIR
+from tests.cases import fixture_cases
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "plan"
-CASES = sorted(p.stem for p in FIXTURES.glob("*.yml"))
+CASES = [p.stem for p in fixture_cases(FIXTURES)]
 WORKER_PLANE = {"service-sidekick", "kubelet", "kube-proxy"}
 CONTROL_PLANE = {"kube-apiserver", "kube-controller-manager", "kube-scheduler"}
 
@@ -73,12 +74,12 @@ def test_each_node_runs_exactly_the_containers_its_roles_need(name: str) -> None
 @pytest.mark.parametrize("name", CASES)
 def test_planes_hold_their_components_in_start_order(name: str) -> None:
     for node in plan_of(name).nodes:
-        assert [c.name for c in node.etcd] == (["etcd"] if "etcd" in node.roles else [])
+        assert [c.name for c in node.in_plane("etcd")] == (["etcd"] if "etcd" in node.roles else [])
         # The sidekick is created before the first container that takes volumes from it.
         cp = ["service-sidekick", "kube-apiserver", "kube-controller-manager", "kube-scheduler"]
-        assert [c.name for c in node.control] == (cp if "controlplane" in node.roles else [])
+        assert [c.name for c in node.in_plane("control")] == (cp if "controlplane" in node.roles else [])
         first = [] if "controlplane" in node.roles else ["nginx-proxy", "service-sidekick"]
-        assert [c.name for c in node.worker] == [*first, "kubelet", "kube-proxy"]
+        assert [c.name for c in node.in_plane("worker")] == [*first, "kubelet", "kube-proxy"]
 
 
 def test_sidekick_is_created_but_never_started() -> None:

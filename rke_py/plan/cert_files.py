@@ -1,4 +1,5 @@
-"""Which certificate files each node gets (RKE `getCertKeys`), as FileSpecs for the planner.
+"""Which certificate files each node gets (RKE `getCertKeys`), as FileSpecs. Planning, so it lives here:
+`pki` makes certificates and knows nothing of nodes' files.
 
 Only what a node's roles need: the CA's key stays on controlplane nodes, etcd keys on etcd nodes, and
 kube-admin never leaves the workstation. Modes follow RKE's cert-deployer: 0600, except kube-ca.pem 0644.

@@ -1,0 +1,192 @@
+"""The component registry: every container rke-py runs, in one table.
+
+An entry says what the container is called, which plane starts it, which nodes run it, how its spec is
+built, which host ports it needs and how its health is checked. The planner, observe, preflight, cleanup,
+`remove`, the tables and progress all read this table, so adding a container is one entry plus its builder.
+
+RKE's own containers that rke-py meets on hosts it takes over are listed here too, each with what rke-py
+does about it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from rke_py.config.schema import ClusterConfig, Node
+from rke_py.plan import (
+    etcd,
+    kube_apiserver,
+    kube_controller_manager,
+    kube_proxy,
+    kube_scheduler,
+    kubelet,
+    nginx_proxy,
+    sidekick,
+)
+from rke_py.plan.common import SIDEKICK
+from rke_py.plan.model import ContainerSpec, HealthCheck
+
+Plane = Literal["etcd", "control", "worker"]
+PLANES: tuple[Plane, ...] = ("etcd", "control", "worker")  # start order
+BACKUP_PREFIX = "old-"  # a rolling replace parks the previous container under this prefix
+
+
+@dataclass(frozen=True)
+class Placement:
+    """What a builder gets: the cluster, the node, and whether its etcd member joined a running cluster."""
+
+    config: ClusterConfig
+    node: Node
+    joined: bool = False
+
+
+@dataclass(frozen=True)
+class Component:
+    name: str
+    plane: Callable[[Node], Plane]
+    runs_on: Callable[[ClusterConfig, Node], bool]
+    build: Callable[[Placement], ContainerSpec]
+    ports: tuple[int, ...] = ()  # host ports it listens on: free, or held by one of ours, before it starts
+    health: Callable[[Node], HealthCheck | None] = lambda node: None
+
+
+def _in(plane: Plane) -> Callable[[Node], Plane]:
+    return lambda node: plane
+
+
+def _check(url: str, client_cert: str = "") -> Callable[[Node], HealthCheck]:
+    return lambda node: HealthCheck(url=url, client_cert=client_cert)
+
+
+def _role(role: str) -> Callable[[ClusterConfig, Node], bool]:
+    return lambda config, node: node.has(role)
+
+
+REGISTRY: tuple[Component, ...] = (
+    Component(
+        etcd.NAME,
+        _in("etcd"),
+        lambda config, node: node.has("etcd") and not config.services.etcd.external_urls,
+        lambda p: etcd.container(p.config, p.node, p.joined),
+        ports=(2379, 2380),
+        health=etcd.health,
+    ),
+    # First on nodes without an apiserver: everything there reaches one through it. Its health is
+    # checked through the proxy, so a proxy that reaches no apiserver is caught.
+    Component(
+        nginx_proxy.NAME,
+        _in("worker"),
+        lambda config, node: not node.has("controlplane"),
+        lambda p: nginx_proxy.container(p.config),
+        ports=(6443,),
+        health=_check("https://127.0.0.1:6443/healthz", "kube-node"),
+    ),
+    # Created, never started: the Kubernetes containers take /opt/rke-tools from it (volumes_from), so it
+    # comes before them, in the control plane on controlplane nodes and in the worker plane elsewhere.
+    Component(
+        SIDEKICK,
+        lambda node: "control" if node.has("controlplane") else "worker",
+        lambda config, node: True,
+        lambda p: sidekick.container(p.config),
+    ),
+    Component(
+        kube_apiserver.NAME,
+        _in("control"),
+        _role("controlplane"),
+        lambda p: kube_apiserver.container(p.config, p.node),
+        ports=(6443,),
+        health=_check("https://localhost:6443/healthz", "kube-apiserver"),
+    ),
+    Component(
+        kube_controller_manager.NAME,
+        _in("control"),
+        _role("controlplane"),
+        lambda p: kube_controller_manager.container(p.config),
+        ports=(10257,),
+        health=_check("https://localhost:10257/healthz"),
+    ),
+    Component(
+        kube_scheduler.NAME,
+        _in("control"),
+        _role("controlplane"),
+        lambda p: kube_scheduler.container(p.config),
+        ports=(10259,),
+        health=_check("https://localhost:10259/healthz"),
+    ),
+    Component(
+        kubelet.NAME,
+        _in("worker"),
+        lambda config, node: True,
+        lambda p: kubelet.container(p.config, p.node),
+        ports=(10250, 10248),
+        health=_check("http://localhost:10248/healthz"),
+    ),
+    Component(
+        kube_proxy.NAME,
+        _in("worker"),
+        lambda config, node: True,
+        lambda p: kube_proxy.container(p.config, p.node),
+        ports=(10256,),
+        health=_check("http://localhost:10256/healthz"),
+    ),
+)
+
+# Containers RKE starts that rke-py finds on hosts it takes over (they carry RKE's name label).
+# One-shot helpers are leftovers of an earlier (perhaps failed) RKE run: `up` removes them, since some hold
+# ports or block a retry. Recurring snapshots keep running until `remove`: rke-py does not run them yet, and
+# stopping a user's backups silently would be worse than leaving them.
+RKE_HELPERS = (
+    "cert-deployer",
+    "file-deployer",
+    "kube-cleaner",
+    "rke-log-linker",
+    "rke-log-cleaner",
+    "rke-port-checker",
+    "rke-etcd-port-listener",
+    "rke-cp-port-listener",
+    "rke-worker-port-listener",
+    "rke-bundle-cert",
+    "rke-selinux-checker",
+    "etcd-snapshot-once",
+    "etcd-restore",
+    "etcd-checksum-checker",
+    "etcd-download-backup",
+    "etcd-Serve-backup",
+    "etcd-extract-statefile",
+    "etcd-remove-snapshot",
+)
+RKE_KEPT = ("etcd-rolling-snapshots",)
+
+
+def by_name(registry: tuple[Component, ...] = REGISTRY) -> dict[str, Component]:
+    return {c.name: c for c in registry}
+
+
+def port_owners(registry: tuple[Component, ...] = REGISTRY) -> dict[int, tuple[str, ...]]:
+    """port → the components that may hold it, in registry order."""
+    owners: dict[int, tuple[str, ...]] = {}
+    for component in registry:
+        for port in component.ports:
+            owners[port] = (*owners.get(port, ()), component.name)
+    return owners
+
+
+def leftover_reason(name: str, registry: tuple[Component, ...] = REGISTRY) -> str | None:
+    """Why `up` removes a labelled container that is not a component, or None when `up` leaves it
+    (RKE's recurring snapshots: only `remove` takes them away)."""
+    if name.startswith(BACKUP_PREFIX) and name[len(BACKUP_PREFIX) :] in by_name(registry):
+        return "left by an interrupted replace"
+    if name in RKE_HELPERS:
+        return "RKE's one-shot helper, left over from an RKE run"
+    if name in RKE_KEPT:
+        return None
+    return "no longer a component of rke-py"
+
+
+def is_known(name: str, managed: bool, registry: tuple[Component, ...] = REGISTRY) -> bool:
+    """Whether observe should report a labelled container that is not a component: rke-py's own, parked
+    backups, and RKE's containers listed here. Other containers with RKE's label are not ours to touch."""
+    backup = name.startswith(BACKUP_PREFIX) and name[len(BACKUP_PREFIX) :] in by_name(registry)
+    return managed or backup or name in RKE_HELPERS or name in RKE_KEPT
