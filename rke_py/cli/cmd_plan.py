@@ -13,14 +13,14 @@ from rich.table import Table
 
 from rke_py.cli.options import host_command_options
 from rke_py.cli.output import console, emit_json, print_warnings
-from rke_py.cli.render import actions_doc, print_actions
+from rke_py.cli.render import changes_doc, print_actions
 from rke_py.cli.run import cluster_run, options_from
-from rke_py.deploy.cluster import actions, prepare
+from rke_py.deploy.desired import prepare
+from rke_py.deploy.up import plan
 from rke_py.plan.model import ClusterPlan, ContainerSpec, FileSpec, NodePlan
 from rke_py.state import state_path_for
 
 SHORT = 12  # hash characters shown in the table
-PLANES = ("etcd", "control", "worker")
 
 
 @click.command("plan")
@@ -50,20 +50,14 @@ def command(
     with cluster_run("plan", config_path, log_file, verbose):
         desired = prepare(config_path, strict=strict)
         print_warnings(desired.warnings)
-        changes = actions(desired, options_from(host_key_policy, known_hosts, concurrency, verify=False))
+        result = plan(desired, options_from(host_key_policy, known_hosts, concurrency, verify=False))
         if output == "json":
-            emit_json(
-                {"changes": sum(map(len, changes.values())), "hosts": actions_doc(desired.config, changes)}
-            )
-        elif any(changes.values()):
-            print_actions(console(), changes, title="Changes `rke-py up` would make")
+            doc = changes_doc(desired.config, result)
+            emit_json({"changes": doc.pop("changed"), **doc})
+        elif result.changed:
+            print_actions(console(), result, title="Changes `rke-py up` would make")
         else:
             console().print("Nothing to change: every host already matches cluster.yml.")
-
-
-def plane_containers(node: NodePlan) -> list[tuple[str, ContainerSpec]]:
-    """(plane, container) in start order."""
-    return [(plane, spec) for plane in PLANES for spec in getattr(node, plane)]
 
 
 def container_json(plane: str, spec: ContainerSpec) -> dict[str, Any]:
@@ -99,7 +93,7 @@ def node_json(node: NodePlan) -> dict[str, Any]:
         "address": node.address,
         "hostname": node.hostname,
         "roles": list(node.roles),
-        "containers": [container_json(plane, spec) for plane, spec in plane_containers(node)],
+        "containers": [container_json(p.plane, p.spec) for p in node.placed],
         "files": [file_json(f) for f in node.files],
     }
 
@@ -115,8 +109,9 @@ def containers_table(node: NodePlan) -> Table:
     table.add_column("name", no_wrap=True)
     table.add_column("spec hash", no_wrap=True)
     table.add_column("image", overflow="fold")
-    for plane, spec in plane_containers(node):
-        table.add_row(plane, spec.name, spec.spec_hash()[:SHORT], spec.image)
+    for placed in node.placed:
+        spec = placed.spec
+        table.add_row(placed.plane, spec.name, spec.spec_hash()[:SHORT], spec.image)
     return table
 
 

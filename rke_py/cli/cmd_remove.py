@@ -9,7 +9,8 @@ import click
 from rke_py.cli.options import host_command_options
 from rke_py.cli.output import console, emit_json
 from rke_py.cli.run import cluster_run, options_from
-from rke_py.deploy.cluster import prepare, remove
+from rke_py.deploy.desired import prepare
+from rke_py.deploy.remove import remove
 from rke_py.errors import AbortedError, UsageError
 
 

@@ -8,8 +8,10 @@ from rke_py.cli.options import host_command_options
 from rke_py.cli.output import console, emit_json
 from rke_py.cli.render import print_report
 from rke_py.cli.run import cluster_run, options_from
-from rke_py.deploy.cluster import Session, prepare, require_ok
+from rke_py.deploy.desired import prepare
+from rke_py.deploy.status import status
 from rke_py.errors import UsageError
+from rke_py.verify.checks import require_ok
 
 
 @click.command("status")
@@ -22,9 +24,7 @@ def command(
         desired = prepare(config_path, strict=strict)
         if not desired.certificates_from_state:
             raise UsageError(f"no cluster state beside {config_path}: run `rke-py up` first")
-        with Session(desired, options_from(host_key_policy, known_hosts, concurrency)) as session:
-            session.connect(tolerate=True)
-            report = session.verify()
+        report = status(desired, options_from(host_key_policy, known_hosts, concurrency))
         if output == "json":
             emit_json(report.to_dict())
         else:

@@ -8,9 +8,12 @@ import click
 
 from rke_py.cli.options import host_command_options
 from rke_py.cli.output import console, emit_json, phase_progress, print_warnings
-from rke_py.cli.render import actions_doc, print_actions, print_report
+from rke_py.cli.render import changes_doc, print_actions, print_report
 from rke_py.cli.run import cluster_run, options_from
-from rke_py.deploy.cluster import prepare, require_ok, up
+from rke_py.deploy.desired import prepare
+from rke_py.deploy.up import up
+from rke_py.state import kubeconfig_path_for, state_path_for
+from rke_py.verify.checks import require_ok
 
 
 @click.command("up")
@@ -28,25 +31,25 @@ def command(
             options = options_from(host_key_policy, known_hosts, concurrency, verify=not no_verify)
             result = up(desired, options, on_phase)
         seconds = round(time.monotonic() - started, 1)
+        kubeconfig, state = kubeconfig_path_for(config_path), state_path_for(config_path)
         if output == "json":
             emit_json(
                 {
                     "ok": result.report.ok if result.report else True,
                     "seconds": seconds,
-                    "changed": result.changed,
-                    "hosts": actions_doc(desired.config, result.actions),
+                    **changes_doc(desired.config, result),
                     "verify": result.report.to_dict() if result.report else None,
-                    "kubeconfig": str(result.kubeconfig),
-                    "state": str(result.state_file),
+                    "kubeconfig": str(kubeconfig),
+                    "state": str(state),
                 }
             )
         else:
             out = console()
             if result.changed:
-                print_actions(out, result.actions, title="Changes made")
+                print_actions(out, result, title="Changes made")
             else:
                 out.print("Nothing to change: every host already matches cluster.yml.")
             if result.report:
                 print_report(out, result.report)
-            out.print(f"kubeconfig: {result.kubeconfig}\nstate: {result.state_file}\ntook {seconds}s")
+            out.print(f"kubeconfig: {kubeconfig}\nstate: {state}\ntook {seconds}s")
         require_ok(result.report)

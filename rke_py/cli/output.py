@@ -18,6 +18,8 @@ import click
 from rich.console import Console
 from rich.logging import RichHandler
 
+from rke_py.deploy.phases import Phase
+
 LOGGER = "rke_py"
 STDERR = Console(stderr=True)  # shared by log lines and the spinner so rich keeps them apart
 
@@ -64,23 +66,11 @@ def print_warnings(warnings) -> None:
         click.echo(str(warning), err=True)
 
 
-PHASES = {
-    "connect": "connecting to every host",
-    "preflight": "preflight checks",
-    "prepare": "preparing hosts: removing what they no longer run, writing files, pulling images",
-    "etcd": "etcd plane, one member at a time",
-    "control": "control plane",
-    "worker": "worker plane",
-    "removed": "cleaning hosts that left cluster.yml",
-    "verify": "verifying the cluster",
-}
-
-
 @contextlib.contextmanager
-def phase_progress() -> Iterator[Callable[[str], None]]:
+def phase_progress() -> Iterator[Callable[[Phase], None]]:
     """A spinner naming the current phase on a terminal; a plain log line per phase otherwise."""
     if not sys.stderr.isatty():
-        yield lambda phase: logging.getLogger(LOGGER).info("phase: %s", PHASES.get(phase, phase))
+        yield lambda phase: logging.getLogger(LOGGER).info("phase: %s", phase.title)
         return
     with STDERR.status("starting") as status:
-        yield lambda phase: status.update(PHASES.get(phase, phase) + " ...")
+        yield lambda phase: status.update(phase.title + " ...")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -9,10 +10,15 @@ from rich.table import Table
 
 from rke_py.config.schema import ClusterConfig
 from rke_py.deploy.actions import Action
+from rke_py.deploy.up import UpResult
 from rke_py.verify.checks import Report
 
 
-def actions_doc(config: ClusterConfig, actions: dict[str, list[Action]]) -> list[dict[str, Any]]:
+def action_doc(action: Action) -> dict[str, str]:
+    return {"kind": action.kind, "phase": action.phase, "target": action.target, "reason": action.reason}
+
+
+def actions_doc(config: ClusterConfig, actions: Mapping[str, Sequence[Action]]) -> list[dict[str, Any]]:
     """Per host, in cluster.yml order, then hosts that left cluster.yml (roles: [])."""
     nodes = {n.address: n for n in config.nodes}
     return [
@@ -20,30 +26,38 @@ def actions_doc(config: ClusterConfig, actions: dict[str, list[Action]]) -> list
             "address": address,
             "hostname": nodes[address].name if address in nodes else "",
             "roles": list(nodes[address].role) if address in nodes else [],
-            "actions": [
-                {"kind": a.kind, "phase": a.plane, "target": a.target, "reason": a.reason}
-                for a in host_actions
-            ],
+            "actions": [action_doc(a) for a in host_actions],
         }
         for address, host_actions in actions.items()
     ]
 
 
-def print_actions(out: Console, actions: dict[str, list[Action]], title: str) -> None:
+def changes_doc(config: ClusterConfig, result: UpResult) -> dict[str, Any]:
+    """The `changed`, `hosts` and `cluster` members shared by the up and plan documents."""
+    return {
+        "changed": result.changed,
+        "hosts": actions_doc(config, result.host_actions),
+        "cluster": [action_doc(a) for a in result.cluster_actions],
+    }
+
+
+def print_actions(out: Console, result: UpResult, title: str) -> None:
     table = Table(title=title)
     for column in ("host", "phase", "action", "target", "why"):
         table.add_column(column)
-    for address, host_actions in actions.items():
+    for address, host_actions in result.host_actions.items():
         files = [a for a in host_actions if a.kind == "write-file"]
         if files:  # certificates and configs: one row a host here, every path in --output json
             table.add_row(address, "files", "write-file", f"{len(files)} files", _reasons(files))
         for a in host_actions:
             if a.kind != "write-file":
-                table.add_row(address, a.plane, a.kind, a.target, a.reason)
+                table.add_row(address, a.phase, a.kind, a.target, a.reason)
+    for c in result.cluster_actions:
+        table.add_row("(cluster)", c.phase, c.kind, c.target, c.reason)
     out.print(table)
 
 
-def _reasons(actions: list[Action]) -> str:
+def _reasons(actions: Sequence[Action]) -> str:
     counts: dict[str, int] = {}
     for a in actions:
         counts[a.reason] = counts.get(a.reason, 0) + 1

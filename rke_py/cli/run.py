@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from rke_py.cli.output import default_log_file, setup_logging
-from rke_py.deploy.cluster import Options
+from rke_py.deploy.session import Options
 from rke_py.errors import RkePyError
 from rke_py.lock import cluster_lock
 

@@ -1,70 +1,183 @@
-"""The diff: desired (NodePlan) against observed (HostFacts) gives the actions for one host.
+"""Every change rke-py makes, as data: one small class per kind of change.
 
-Pure, so `rke-py plan` can print exactly what `up` will do and tests can check it with plain data.
+Host actions change one host; cluster actions change objects in the Kubernetes API. Both go through the one
+chokepoint (`apply.Applier.execute`), so `rke-py plan` prints exactly what `up` does.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 from rke_py.config.schema import Node
-from rke_py.deploy.facts import HostFacts
-from rke_py.plan.model import ContainerSpec, FileSpec, NodePlan
-
-PLANES = ("etcd", "control", "worker")
+from rke_py.plan.model import ContainerSpec, FileSpec
 
 
-@dataclass(frozen=True)
-class Action:
-    """One change to one host: write-file, pull-image, create, replace, start or remove; and for hosts
-    that left cluster.yml, remove-member (run through a remaining etcd host) and clean-host; for an etcd
-    node new to a running cluster, add-member (also through a running member)."""
+class _Change:
+    kind: ClassVar[str]
+    phase: (
+        str  # the phase that carries it out: cleanup, files, images, etcd, control, worker, removed, cluster
+    )
+    reason: str
 
-    kind: str
-    plane: str  # "cleanup", "files", "images", "etcd", "control" or "worker": the phase it runs in
-    target: str  # file path, image or container name
-    reason: str = ""
-    file: FileSpec | None = None
-    spec: ContainerSpec | None = None
-    node: Node | None = None  # add-member, remove-member: the host whose etcd member comes or goes
+    @property
+    def target(self) -> str:
+        raise NotImplementedError
 
     def describe(self) -> str:
         text = f"{self.kind} {self.target}"
         return f"{text} ({self.reason})" if self.reason else text
 
 
-def diff_host(plan: NodePlan, facts: HostFacts) -> list[Action]:
-    """Every action that brings `facts` to `plan`, in the order they must run."""
-    actions = [_file_action(f, facts) for f in plan.files]
-    actions = [a for a in actions if a]
-    wanted_images = dict.fromkeys(c.image for c in plan.containers if _container_action(c, facts, "x"))
-    actions += [Action("pull-image", "images", i) for i in wanted_images if i not in facts.images]
-    for plane in PLANES:
-        for spec in getattr(plan, plane):
-            action = _container_action(spec, facts, plane)
-            if action:
-                actions.append(action)
-    planned = {c.name for c in plan.containers}
-    for name in sorted(facts.containers):
-        if name not in planned:
-            actions.insert(0, Action("remove", "cleanup", name, "not planned for this node's roles"))
-    return actions
+@dataclass(frozen=True)
+class WriteFile(_Change):
+    kind: ClassVar[str] = "write-file"
+    file: FileSpec
+    reason: str = ""
+    phase = "files"
+
+    @property
+    def target(self) -> str:
+        return self.file.path
 
 
-def _file_action(f: FileSpec, facts: HostFacts) -> Action | None:
-    have = facts.file_hashes.get(f.path)
-    if have == f.sha256:
-        return None
-    return Action("write-file", "files", f.path, "missing" if have is None else "content changed", file=f)
+@dataclass(frozen=True)
+class PullImage(_Change):
+    kind: ClassVar[str] = "pull-image"
+    image: str
+    reason: str = ""
+    phase = "images"
+
+    @property
+    def target(self) -> str:
+        return self.image
 
 
-def _container_action(spec: ContainerSpec, facts: HostFacts, plane: str) -> Action | None:
-    seen = facts.containers.get(spec.name)
-    if seen is None:
-        return Action("create", plane, spec.name, "missing", spec=spec)
-    if seen.spec_hash != spec.spec_hash():
-        why = "not started by rke-py" if not seen.spec_hash else "spec changed"
-        return Action("replace", plane, spec.name, why, spec=spec)
-    if spec.start and not seen.running:
-        return Action("start", plane, spec.name, "stopped", spec=spec)
-    return None
+@dataclass(frozen=True)
+class RemoveContainer(_Change):
+    """A container the host must no longer run (found by observe, so it has an id)."""
+
+    kind: ClassVar[str] = "remove"
+    name: str
+    id: str
+    reason: str = ""
+    phase = "cleanup"
+
+    @property
+    def target(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class _ContainerChange(_Change):
+    spec: ContainerSpec
+    phase: str  # the container's plane
+    reason: str = ""
+
+    @property
+    def target(self) -> str:
+        return self.spec.name
+
+
+@dataclass(frozen=True)
+class CreateContainer(_ContainerChange):
+    kind: ClassVar[str] = "create"
+
+
+@dataclass(frozen=True)
+class ReplaceContainer(_ContainerChange):
+    """Rolling replace: the old container is parked, the new one must pass its health check."""
+
+    kind: ClassVar[str] = "replace"
+    old_id: str = ""
+    old_running: bool = True
+
+
+@dataclass(frozen=True)
+class StartContainer(_ContainerChange):
+    kind: ClassVar[str] = "start"
+    id: str = ""
+
+
+@dataclass(frozen=True)
+class AddMember(_Change):
+    """An etcd node new to a running cluster joins it (`member add` through a running member)."""
+
+    kind: ClassVar[str] = "add-member"
+    node: Node = field(compare=False)
+    reason: str = "joins the running etcd cluster"
+    phase = "etcd"
+
+    @property
+    def target(self) -> str:
+        return self.node.address
+
+
+@dataclass(frozen=True)
+class RemoveMember(_Change):
+    """The etcd member of a host that left cluster.yml (removed through a remaining member)."""
+
+    kind: ClassVar[str] = "remove-member"
+    node: Node = field(compare=False)
+    reason: str = "left cluster.yml"
+    phase = "etcd"
+
+    @property
+    def target(self) -> str:
+        return self.node.address
+
+
+@dataclass(frozen=True)
+class CleanHost(_Change):
+    """Every container and file rke-py put on a host that left cluster.yml."""
+
+    kind: ClassVar[str] = "clean-host"
+    address: str
+    reason: str = "left cluster.yml"
+    phase = "removed"
+
+    @property
+    def target(self) -> str:
+        return self.address
+
+
+@dataclass(frozen=True)
+class SyncNode(_Change):
+    """Labels and taints of one Node, as a merge patch computed from what the API holds."""
+
+    kind: ClassVar[str] = "sync-node"
+    name: str
+    node: Node = field(compare=False)
+    reason: str = ""
+    phase = "cluster"
+
+    @property
+    def target(self) -> str:
+        return f"node/{self.name}"
+
+
+@dataclass(frozen=True)
+class DeleteNode(_Change):
+    kind: ClassVar[str] = "delete-node"
+    name: str
+    reason: str = "left cluster.yml"
+    phase = "cluster"
+
+    @property
+    def target(self) -> str:
+        return f"node/{self.name}"
+
+
+HostAction = (
+    WriteFile
+    | PullImage
+    | RemoveContainer
+    | CreateContainer
+    | ReplaceContainer
+    | StartContainer
+    | AddMember
+    | RemoveMember
+    | CleanHost
+)
+ClusterAction = SyncNode | DeleteNode
+Action = HostAction | ClusterAction

@@ -1,20 +1,24 @@
-"""The one place where rke-py changes a host. `plan` prints the same actions this module executes."""
+"""The one place where rke-py changes anything: a host, or an object in the Kubernetes API.
+
+`plan` prints the same actions this module executes.
+"""
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-import docker
-from docker.errors import APIError, NotFound
-
-from rke_py.deploy.actions import Action
+from rke_py.deploy import actions as a
 from rke_py.deploy.facts import HostFacts
+from rke_py.deploy.nodesync import node_patch
 from rke_py.deploy.reconcile import add_etcd_member, clean_host, remove_etcd_members
 from rke_py.errors import ApplyError
+from rke_py.hosts.base import Docker, DockerError, HostConnection
+from rke_py.kube.api import KubeAPI, KubeAPIError
 from rke_py.pki.certs import CertKeyPair
+from rke_py.plan.components import BACKUP_PREFIX, REGISTRY, Component
 from rke_py.plan.model import ContainerSpec
 from rke_py.verify.health import wait_healthy
 
@@ -23,66 +27,133 @@ log = logging.getLogger("rke_py.deploy")
 
 @dataclass
 class Target:
-    """A connected host: its name for messages, its connection, its Docker client and what it has."""
+    """A connected host with what observe saw on it."""
 
-    address: str
-    conn: object
-    docker: docker.DockerClient
+    host: HostConnection
     facts: HostFacts
     prefix: str = "/"
 
-
-def execute(
-    target: Target,
-    action: Action,
-    bundle: Mapping[str, CertKeyPair],
-    auth: Mapping[str, dict],
-    *,
-    wait: bool = True,
-) -> None:
-    """Carry out one action; on failure raise ApplyError naming the host, the step and the log tail.
-
-    `wait=False` starts a new container without waiting for its health check: the members of a new etcd
-    cluster can only become healthy together.
-    """
-    level = logging.DEBUG if action.kind == "write-file" else logging.INFO  # dozens a host: log file only
-    log.log(level, "%s: %s", target.address, action.describe())
-    try:
-        if action.kind == "write-file":
-            f = action.file
-            target.conn.write_file(f.path, f.content, f.mode)
-        elif action.kind == "pull-image":
-            _pull(target.docker, action.target, auth)
-        elif action.kind == "remove":
-            _remove(target.docker, target.facts.containers[action.target].id)
-        elif action.kind == "start":
-            target.docker.api.start(target.facts.containers[action.target].id)
-            if wait:
-                wait_for(target, action.spec, bundle)
-        elif action.kind == "create":
-            _run_new(target, action.spec, bundle, wait)
-        elif action.kind == "replace":
-            _rolling_replace(target, action.spec, bundle)
-        elif action.kind == "add-member":
-            add_etcd_member(target.docker, target.address, action.node)
-        elif action.kind == "remove-member":
-            remove_etcd_members(target.docker, target.address, [action.node])
-        elif action.kind == "clean-host":
-            clean_host(target.docker, target.conn.run, target.prefix)
-    except ApplyError:
-        raise
-    except (APIError, OSError) as exc:
-        raise ApplyError(target.address, f"{action.plane}: {action.kind} {action.target}", str(exc)) from exc
+    @property
+    def address(self) -> str:
+        return self.host.address
 
 
-def _pull(client: docker.DockerClient, image: str, auth: Mapping[str, dict]) -> None:
-    for attempt in range(3):  # RKE retries pulls three times
-        try:
-            client.api.pull(image, auth_config=auth.get(registry_of(image)))
+@dataclass
+class Applier:
+    """Carries out actions. `api` gives the Kubernetes API when a cluster action needs it."""
+
+    bundle: Mapping[str, CertKeyPair]
+    auth: Mapping[str, Mapping[str, str]]  # registry host → credentials for pulls
+    api: Callable[[], KubeAPI]
+    registry: tuple[Component, ...] = REGISTRY
+
+    def execute(self, action: a.Action, target: Target | None = None, *, wait: bool = True) -> None:
+        """Carry out one action; on failure raise ApplyError naming the host (or object) and the step.
+
+        Host actions need the `target` host; for add-member and remove-member that is the running etcd
+        member the change goes through. `wait=False` starts a new container without waiting for its health
+        check: the members of a new etcd cluster can only become healthy together.
+        """
+        if isinstance(action, a.SyncNode | a.DeleteNode):
+            self._cluster(action)
             return
-        except APIError:
-            if attempt == 2:
-                raise
+        assert target is not None, f"{action.describe()} needs a host"
+        level = logging.DEBUG if isinstance(action, a.WriteFile) else logging.INFO  # dozens a host
+        log.log(level, "%s: %s", target.address, action.describe())
+        try:
+            self._host(action, target, wait)
+        except DockerError as exc:
+            raise ApplyError(
+                target.address, f"{action.phase}: {action.kind} {action.target}", str(exc)
+            ) from exc
+
+    def _host(self, action: a.HostAction, target: Target, wait: bool) -> None:
+        docker = target.host.docker
+        match action:
+            case a.WriteFile(file=f):
+                target.host.write_file(f.path, f.content, f.mode)
+            case a.PullImage(image=image):
+                self._pull(target, image)
+            case a.RemoveContainer(id=cid):
+                docker.remove(cid)
+            case a.StartContainer(spec=spec, id=cid):
+                docker.start(cid)
+                if wait:
+                    self.wait_for(target, spec)
+            case a.CreateContainer(spec=spec):
+                self._run_new(target, spec, wait)
+            case a.ReplaceContainer():
+                self._rolling_replace(target, action)
+            case a.AddMember(node=node):
+                add_etcd_member(docker, target.address, node)
+            case a.RemoveMember(node=node):
+                remove_etcd_members(docker, target.address, [node])
+            case a.CleanHost():
+                clean_host(target.host, target.facts, target.prefix, self.registry)
+
+    def _cluster(self, action: a.ClusterAction) -> None:
+        log.info("cluster: %s", action.describe())
+        api = self.api()
+        try:
+            match action:
+                case a.SyncNode(name=name, node=node):
+                    path = f"/api/v1/nodes/{name}"
+                    api.merge_patch(path, node_patch(node, api.get(path)))
+                case a.DeleteNode(name=name):
+                    api.request("DELETE", f"/api/v1/nodes/{name}")
+        except KubeAPIError as exc:
+            if isinstance(action, a.DeleteNode) and exc.status == 404:
+                return  # already gone
+            raise ApplyError("cluster", f"{action.kind} {action.target}", str(exc)) from exc
+
+    def _pull(self, target: Target, image: str) -> None:
+        for attempt in range(3):  # RKE retries pulls three times
+            try:
+                target.host.docker.pull(image, self.auth.get(registry_of(image)))
+                return
+            except DockerError:
+                if attempt == 2:
+                    raise
+                time.sleep(1)
+
+    def _run_new(self, target: Target, spec: ContainerSpec, wait: bool = True) -> str:
+        cid = target.host.docker.create(spec)
+        if spec.start:
+            target.host.docker.start(cid)
+            if wait:
+                self.wait_for(target, spec, cid)
+        return cid
+
+    def _rolling_replace(self, target: Target, action: a.ReplaceContainer) -> None:
+        """Stop and park the old container, start the new one, and put the old one back if it fails."""
+        docker, spec = target.host.docker, action.spec
+        backup = f"{BACKUP_PREFIX}{spec.name}"
+        _remove_if_present(docker, backup)  # left over from an interrupted run
+        docker.stop(action.old_id, timeout=5)
+        docker.rename(action.old_id, backup)
+        try:
+            self._run_new(target, spec)
+        except Exception:
+            _remove_if_present(docker, spec.name)
+            docker.rename(action.old_id, spec.name)
+            if action.old_running:
+                docker.start(action.old_id)
+            log.warning("%s: put the previous %s back", target.address, spec.name)
+            raise
+        docker.remove(action.old_id)
+
+    def wait_for(self, target: Target, spec: ContainerSpec, cid: str = "") -> None:
+        """Wait for the container's health check; fail with the last lines of its log."""
+        if spec.health is None:
+            return
+        ok, detail = wait_healthy(target.host, spec.health, self.bundle)
+        if not ok:
+            raise ApplyError(
+                target.address,
+                f"{spec.name}: health check failed",
+                detail,
+                log_tail=_log_tail(target, cid or spec.name),
+            )
 
 
 def registry_of(image: str) -> str:
@@ -91,85 +162,16 @@ def registry_of(image: str) -> str:
     return first if sep and ("." in first or ":" in first or first == "localhost") else "docker.io"
 
 
-def _create(client: docker.DockerClient, spec: ContainerSpec) -> str:
-    host_config = client.api.create_host_config(
-        binds=list(spec.binds) or None,
-        network_mode=spec.network_mode,
-        pid_mode=spec.pid_mode or None,
-        privileged=spec.privileged,
-        restart_policy={"Name": spec.restart_policy} if spec.restart_policy else None,
-        volumes_from=list(spec.volumes_from) or None,
-    )
-    created = client.api.create_container(
-        image=spec.image,
-        name=spec.name,
-        entrypoint=list(spec.entrypoint) or None,
-        command=list(spec.command) or None,
-        environment=list(spec.env),
-        labels=spec.labels,
-        user=spec.user or None,
-        host_config=host_config,
-    )
-    return created["Id"]
-
-
-def _run_new(
-    target: Target, spec: ContainerSpec, bundle: Mapping[str, CertKeyPair], wait: bool = True
-) -> str:
-    cid = _create(target.docker, spec)
-    if spec.start:
-        target.docker.api.start(cid)
-        if wait:
-            wait_for(target, spec, bundle, cid)
-    return cid
-
-
-def _rolling_replace(target: Target, spec: ContainerSpec, bundle: Mapping[str, CertKeyPair]) -> None:
-    """Stop and rename the old container, start the new one, and put the old one back if it fails."""
-    client = target.docker
-    old = target.facts.containers[spec.name]
-    backup = f"old-{spec.name}"
-    _remove_by_name(client, backup)  # left over from an interrupted run
-    client.api.stop(old.id, timeout=5)
-    client.api.rename(old.id, backup)
+def _log_tail(target: Target, container: str, lines: int = 10) -> list[str]:
     try:
-        _run_new(target, spec, bundle)
-    except Exception:
-        _remove_by_name(client, spec.name)
-        client.api.rename(old.id, spec.name)
-        if old.running:
-            client.api.start(old.id)
-        log.warning("%s: put the previous %s back", target.address, spec.name, extra={"host": target.address})
-        raise
-    _remove(client, old.id)
-
-
-def wait_for(target: Target, spec: ContainerSpec, bundle: Mapping[str, CertKeyPair], cid: str = "") -> None:
-    """Wait for the container's health check; fail with the last lines of its log."""
-    if spec.health is None:
-        return
-    ok, detail = wait_healthy(target.conn, spec.health, bundle)
-    if not ok:
-        raise ApplyError(
-            target.address,
-            f"{spec.name}: health check failed",
-            detail,
-            log_tail=_log_tail(target.docker, cid or spec.name),
-        )
-
-
-def _log_tail(client: docker.DockerClient, container: str, lines: int = 10) -> list[str]:
-    try:
-        raw = client.api.logs(container, tail=lines)
-    except APIError:
+        return target.host.docker.logs(container, lines)
+    except DockerError:
         return []
-    return raw.decode(errors="replace").splitlines()[-lines:]
 
 
-def _remove(client: docker.DockerClient, cid: str) -> None:
-    client.api.remove_container(cid, force=True, v=False)
-
-
-def _remove_by_name(client: docker.DockerClient, name: str) -> None:
-    with contextlib.suppress(NotFound):
-        client.api.remove_container(name, force=True)
+def _remove_if_present(docker: Docker, name: str) -> None:
+    try:
+        docker.remove(name)
+    except DockerError as exc:
+        if not exc.missing:
+            raise

@@ -19,7 +19,8 @@ class HostFacts:
     address: str
     hostname: str = ""  # the host's own hostname (docker info Name)
     docker_version: str = ""
-    containers: dict[str, ObservedContainer] = field(default_factory=dict)
+    containers: dict[str, ObservedContainer] = field(default_factory=dict)  # the registry's components
+    others: dict[str, ObservedContainer] = field(default_factory=dict)  # leftovers and RKE's kept containers
     images: set[str] = field(default_factory=set)
     file_hashes: dict[str, str | None] = field(default_factory=dict)
     listening_ports: set[int] = field(default_factory=set)

@@ -1,49 +1,40 @@
-"""Read a host's current state over its one connection: Docker info, rke-py's containers, file hashes."""
+"""Read a host's current state over its one connection: Docker info, rke-py's containers, file hashes.
+
+Containers are found by RKE's name label (which rke-py sets too) and sorted by the component registry:
+components, and the others rke-py knows (its own leftovers, RKE's helpers and snapshots). Containers with
+RKE's label that neither knows are not ours and are left out.
+"""
 
 from __future__ import annotations
 
 import shlex
 
-import docker
-
 from rke_py.deploy.facts import HostFacts, ObservedContainer
-from rke_py.plan.model import HASH_LABEL, NAME_LABEL, NodePlan
-
-# Containers rke-py owns by name. Others carrying RKE's label (snapshots, log linkers) are left alone.
-COMPONENTS = (
-    "etcd",
-    "kube-apiserver",
-    "kube-controller-manager",
-    "kube-scheduler",
-    "nginx-proxy",
-    "service-sidekick",
-    "kubelet",
-    "kube-proxy",
-)
+from rke_py.hosts.base import HostConnection
+from rke_py.plan.components import REGISTRY, Component, by_name, is_known
+from rke_py.plan.model import HASH_LABEL, MANAGED_LABEL, NAME_LABEL, NodePlan
 
 
-def observe(address: str, client: docker.DockerClient, run, plan: NodePlan | None, prefix: str) -> HostFacts:
+def observe(
+    host: HostConnection, plan: NodePlan | None, prefix: str, registry: tuple[Component, ...] = REGISTRY
+) -> HostFacts:
     """One Docker info, one container list, one image list and one shell command per host."""
-    info = client.api.info()
+    info = host.docker.info()
     facts = HostFacts(
-        address=address,
+        address=host.address,
         hostname=info.get("Name", ""),
         docker_version=info.get("ServerVersion", ""),
     )
-    for c in client.api.containers(all=True, filters={"label": NAME_LABEL}):
-        name = c["Names"][0].lstrip("/")
-        if name in COMPONENTS:
-            facts.containers[name] = ObservedContainer(
-                name=name,
-                id=c["Id"],
-                image=c["Image"],
-                running=c["State"] == "running",
-                spec_hash=(c.get("Labels") or {}).get(HASH_LABEL, ""),
-            )
-    for image in client.api.images():
-        facts.images.update(image.get("RepoTags") or ())
+    components = by_name(registry)
+    for c in host.docker.containers(NAME_LABEL):
+        seen = ObservedContainer(c.name, c.id, c.image, c.running, c.labels.get(HASH_LABEL, ""))
+        if c.name in components:
+            facts.containers[c.name] = seen
+        elif is_known(c.name, MANAGED_LABEL in c.labels, registry):
+            facts.others[c.name] = seen
+    facts.images = host.docker.image_tags()
     paths = [f.path for f in plan.files] if plan else []
-    _read_shell_facts(facts, run(_facts_script(paths, prefix)).stdout.decode(errors="replace"), paths)
+    _read_shell_facts(facts, host.run(_facts_script(paths, prefix)).stdout.decode(errors="replace"), paths)
     return facts
 
 

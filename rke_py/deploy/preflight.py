@@ -2,34 +2,33 @@
 
 from __future__ import annotations
 
-from rke_py.config.schema import ClusterConfig
+from rke_py.config.schema import ClusterConfig, Node
 from rke_py.deploy.facts import HostFacts
 from rke_py.errors import HostError
+from rke_py.plan.components import REGISTRY, Component, port_owners
 
 MIN_DOCKER = (20, 10)
 MIN_DISK_MB = 1024
-# Ports each role's components listen on; in use by something other than rke-py's container → refuse.
-ROLE_PORTS = {
-    "etcd": {2379: ("etcd",), 2380: ("etcd",)},
-    "controlplane": {6443: ("kube-apiserver", "nginx-proxy")},
-    "worker": {10250: ("kubelet",)},
-}
 
 
-def preflight(config: ClusterConfig, facts: HostFacts) -> HostError | None:
+def preflight(
+    config: ClusterConfig, node: Node, facts: HostFacts, registry: tuple[Component, ...] = REGISTRY
+) -> HostError | None:
     """The reasons this host cannot be changed safely, as one HostError, or None."""
-    node = next(n for n in config.nodes if n.address == facts.address)
     problems = []
     if not config.ignore_docker_version and _version(facts.docker_version) < MIN_DOCKER:
         problems.append(
             f"Docker {facts.docker_version or '?'} is older than {'.'.join(map(str, MIN_DOCKER))} "
             "(set ignore_docker_version: true to try anyway)"
         )
-    for role in node.role:
-        for port, owners in ROLE_PORTS.get(role, {}).items():
-            ours = any(o in facts.containers for o in owners)
+    owners = port_owners(registry)
+    for component in registry:
+        if not component.runs_on(config, node):
+            continue
+        for port in component.ports:
+            ours = any(o in facts.containers for o in owners[port])
             if port in facts.listening_ports and not ours:
-                problems.append(f"port {port} (for {owners[0]}) is already in use by another program")
+                problems.append(f"port {port} (for {component.name}) is already in use by another program")
     if facts.disk_free_mb and facts.disk_free_mb < MIN_DISK_MB:
         problems.append(f"only {facts.disk_free_mb} MiB free under {config.prefix_path} (need {MIN_DISK_MB})")
     if facts.uid != 0:

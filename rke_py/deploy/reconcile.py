@@ -1,6 +1,7 @@
-"""Hosts that left cluster.yml: their etcd member is removed, their containers and files are cleaned
-and their Kubernetes Node is deleted, as RKE's reconcile did. Without this a removed controlplane host
-would keep serving an apiserver that nothing manages any more.
+"""Hosts that left cluster.yml and etcd members that come and go, as RKE's reconcile did: a removed host
+leaves etcd and is cleaned (its Node is deleted with the cluster objects); an etcd node new to a running
+cluster joins with `member add`. Without this a removed controlplane host would keep serving an apiserver
+that nothing manages any more.
 """
 
 from __future__ import annotations
@@ -10,13 +11,12 @@ import logging
 import shlex
 import time
 
-import docker
-
 from rke_py.config.schema import Node
-from rke_py.deploy.actions import Action
-from rke_py.deploy.observe import COMPONENTS
+from rke_py.deploy.actions import CleanHost, HostAction, RemoveMember
+from rke_py.deploy.facts import HostFacts
 from rke_py.errors import ApplyError
-from rke_py.verify.kubeapi import KubeAPI, KubeAPIError
+from rke_py.hosts.base import Docker, HostConnection
+from rke_py.plan.components import REGISTRY, Component
 
 log = logging.getLogger("rke_py.deploy")
 
@@ -33,49 +33,52 @@ def joining_etcd_nodes(applied: list[Node], etcd_nodes: list[Node]) -> list[Node
     return [n for n in etcd_nodes if before and n.address not in before]
 
 
-def leaving_actions(node: Node, target) -> list[Action]:
+def leaving_actions(node: Node, reachable: bool) -> list[HostAction]:
     """What `up` does about a host that left: its etcd member first, then its containers and files."""
-    actions = []
+    actions: list[HostAction] = []
     if node.has("etcd"):
-        actions.append(Action("remove-member", "etcd", node.address, "left cluster.yml", node=node))
-    if target is not None:
-        actions.append(Action("clean-host", "removed", node.address, "left cluster.yml"))
+        actions.append(RemoveMember(node=node))
+    if reachable:
+        actions.append(CleanHost(node.address))
     return actions
 
 
-def remove_etcd_members(client: docker.DockerClient, via: str, gone: list[Node]) -> list[str]:
+def peer_url(node: Node) -> str:
+    return f"https://{node.internal_address or node.address}:2380"
+
+
+def remove_etcd_members(docker: Docker, via: str, gone: list[Node]) -> list[str]:
     """Remove the members of `gone` through the etcd container of host `via`; returns the names removed."""
-    members = json.loads(_etcdctl(client, via, "member list -w json")).get("members", [])
+    members = json.loads(_etcdctl(docker, via, "member", "list", "-w", "json")).get("members", [])
     removed = []
     for node in gone:
-        peer = f"https://{node.internal_address or node.address}:2380"
         for member in members:
-            if peer in member.get("peerURLs", []) or member.get("name") == f"etcd-{node.name}":
+            if peer_url(node) in member.get("peerURLs", []) or member.get("name") == f"etcd-{node.name}":
                 log.info(
                     "%s: removing etcd member %s (%s left cluster.yml)", via, member.get("name"), node.address
                 )
-                _member_change(client, via, f"member remove {int(member['ID']):x}")
+                _member_change(docker, via, "member", "remove", f"{int(member['ID']):x}")
                 removed.append(member.get("name", ""))
     return removed
 
 
-def add_etcd_member(client: docker.DockerClient, via: str, node: Node) -> None:
+def add_etcd_member(docker: Docker, via: str, node: Node) -> None:
     """`member add` through host `via`, unless a member already has the node's peer URL (a run that
     added it and failed before the member started)."""
-    peer = f"https://{node.internal_address or node.address}:2380"
-    members = json.loads(_etcdctl(client, via, "member list -w json")).get("members", [])
+    peer = peer_url(node)
+    members = json.loads(_etcdctl(docker, via, "member", "list", "-w", "json")).get("members", [])
     if any(peer in m.get("peerURLs", []) for m in members):
         return
     log.info("%s: adding etcd member etcd-%s (%s)", via, node.name, peer)
-    _member_change(client, via, f"member add etcd-{shlex.quote(node.name)} --peer-urls={peer}")
+    _member_change(docker, via, "member", "add", f"etcd-{node.name}", f"--peer-urls={peer}")
 
 
-def _member_change(client: docker.DockerClient, via: str, args: str, attempts: int = 10) -> None:
+def _member_change(docker: Docker, via: str, *args: str, attempts: int = 10) -> None:
     """etcd refuses a member add or remove that would leave fewer active members than a quorum; a member
     that just (re)started counts as active only after a few seconds, so retry for a while on that answer."""
     for attempt in range(attempts):
         try:
-            _etcdctl(client, via, args)
+            _etcdctl(docker, via, *args)
             return
         except ApplyError as exc:
             if "unhealthy cluster" not in str(exc) or attempt + 1 == attempts:
@@ -83,26 +86,29 @@ def _member_change(client: docker.DockerClient, via: str, args: str, attempts: i
             time.sleep(3)
 
 
-def _etcdctl(client: docker.DockerClient, host: str, args: str) -> str:
-    """etcdctl inside the etcd container: its ETCDCTL_* environment already names the certificates."""
-    exec_id = client.api.exec_create("etcd", ["sh", "-c", f"etcdctl {args}"])["Id"]
-    out = client.api.exec_start(exec_id).decode(errors="replace")
-    if client.api.exec_inspect(exec_id).get("ExitCode"):
-        raise ApplyError(host, "etcd: member change", f"etcdctl {args} failed: {out.strip()[-300:]}")
+def _etcdctl(docker: Docker, host: str, *args: str) -> str:
+    """etcdctl inside the etcd container, as an argument vector (no shell): its ETCDCTL_* environment
+    already names the certificates."""
+    code, out = docker.exec("etcd", ["etcdctl", *args])
+    if code:
+        raise ApplyError(
+            host, "etcd: member change", f"etcdctl {shlex.join(args)} failed: {out.strip()[-300:]}"
+        )
     return out
 
 
-def clean_host(client: docker.DockerClient, run, prefix: str) -> list[str]:
-    """Remove rke-py's containers (and leftovers of interrupted replaces) and the files it wrote."""
-    removed = []
-    names = {c["Names"][0].lstrip("/"): c["Id"] for c in client.api.containers(all=True)}
-    for name in reversed(COMPONENTS):
-        for candidate in (name, f"old-{name}"):
-            if candidate in names:
-                client.api.remove_container(names[candidate], force=True)
-                removed.append(candidate)
-    run("rm -rf " + " ".join(shlex.quote(d) for d in cleaned_dirs(prefix)))
-    return removed
+def clean_host(
+    host: HostConnection, facts: HostFacts, prefix: str, registry: tuple[Component, ...] = REGISTRY
+) -> list[str]:
+    """Remove rke-py's containers (worker plane first, as RKE), what else observe found of ours, and the
+    files rke-py wrote."""
+    order = [c.name for c in reversed(registry)]
+    found = sorted(facts.containers.values(), key=lambda c: order.index(c.name))
+    found += [facts.others[name] for name in sorted(facts.others)]
+    for container in found:
+        host.docker.remove(container.id)
+    host.run("rm -rf " + " ".join(shlex.quote(d) for d in cleaned_dirs(prefix)))
+    return [c.name for c in found]
 
 
 def cleaned_dirs(prefix: str) -> list[str]:
@@ -117,12 +123,3 @@ def cleaned_dirs(prefix: str) -> list[str]:
         "/var/run/calico",
         f"{p}/var/log/kube-audit",
     ]
-
-
-def delete_nodes(api: KubeAPI, gone: list[Node]) -> None:
-    for node in gone:
-        try:
-            api.request("DELETE", f"/api/v1/nodes/{node.name}")
-        except KubeAPIError as exc:
-            if "HTTP 404" not in str(exc):
-                log.warning("could not delete Node %s: %s", node.name, exc)

@@ -11,15 +11,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from rke_py.config.schema import ClusterConfig, Node
+from rke_py.config.schema import ClusterConfig
+from rke_py.errors import VerifyError
+from rke_py.hosts.base import HostConnection
+from rke_py.kube.api import KubeAPI, KubeAPIError
 from rke_py.pki.certs import CertKeyPair
+from rke_py.plan.kubelet import role_taints
 from rke_py.plan.model import ClusterPlan, NodePlan
 from rke_py.verify.health import probe
-from rke_py.verify.kubeapi import KubeAPI, KubeAPIError
 
 LEASES = ("kube-controller-manager", "kube-scheduler")
 PARALLEL = 50  # nodes probed at once
-NGINX_CONF = "nginx-proxy/nginx.conf"
 
 
 @dataclass
@@ -64,18 +66,16 @@ def verify(
     config: ClusterConfig,
     plan: ClusterPlan,
     bundle: Mapping[str, CertKeyPair],
-    conns: Mapping[str, Any],
+    hosts: Mapping[str, HostConnection],
     hostnames: Mapping[str, str],
     api: KubeAPI,
 ) -> Report:
-    """Run every check. `conns` maps node address → connection (hosts missing from it were reported
+    """Run every check. `hosts` maps node address → host (hosts missing from it were reported
     unreachable by the caller); `hostnames` address → the host's own name."""
     report = Report()
-    reachable = [n for n in config.nodes if n.address in conns]
+    reachable = [n for n in config.nodes if n.address in hosts]
     with ThreadPoolExecutor(max_workers=max(1, min(PARALLEL, len(reachable)))) as pool:
-        per_node = pool.map(
-            lambda n: _node_checks(config, plan.node(n.address), bundle, conns[n.address]), reachable
-        )
+        per_node = pool.map(lambda n: _node_checks(plan.node(n.address), bundle, hosts[n.address]), reachable)
         for checks in per_node:
             report.checks.extend(checks)
     _check_leases(report, config, hostnames, api)
@@ -83,27 +83,22 @@ def verify(
     return report
 
 
-def _node_checks(
-    config: ClusterConfig, node: NodePlan, bundle: Mapping[str, CertKeyPair], conn
-) -> list[Check]:
-    """Every health check the node's containers have, fetched from the node itself, in start order."""
+def _node_checks(node: NodePlan, bundle: Mapping[str, CertKeyPair], host: HostConnection) -> list[Check]:
+    """Every health check the node's containers have, fetched from the node itself, in start order. A
+    container that answers is not enough: the files it reads must be the planned ones (a proxy whose
+    nginx.conf lists old controlplanes answers too)."""
+    files = {f.path: f.sha256 for f in node.files}
+    on_host = host.file_hashes(sorted({p for spec in node.containers for p in spec.files}))
     checks = []
     for spec in node.containers:
         if spec.health is None:
             continue
-        ok, detail = probe(conn, spec.health, bundle)
-        if spec.name == "nginx-proxy":
-            ok, detail = _proxy_config(config, node, conn, ok, detail)
+        ok, detail = probe(host, spec.health, bundle)
+        stale = [p for p in spec.files if on_host.get(p) != files[p]]
+        if stale:
+            ok, detail = False, f"{', '.join(stale)} not as planned (re-run `rke-py up`)"
         checks.append(Check(spec.name, node.address, ok, detail))
     return checks
-
-
-def _proxy_config(config: ClusterConfig, node: NodePlan, conn, ok: bool, detail: str) -> tuple[bool, str]:
-    """A proxy that answers is not enough: its nginx.conf on the host must list the current controlplanes."""
-    conf = next(f for f in node.files if f.path.endswith(NGINX_CONF))
-    if conn.file_hashes([conf.path]).get(conf.path) != conf.sha256:
-        return False, f"{conf.path} does not list the current controlplane nodes (re-run `rke-py up`)"
-    return ok, f"{detail}; upstreams: {', '.join(n.internal_address for n in config.hosts('controlplane'))}"
 
 
 def _check_leases(report, config: ClusterConfig, hostnames: Mapping[str, str], api: KubeAPI) -> None:
@@ -167,18 +162,6 @@ def _check_nodes(report, config: ClusterConfig, api: KubeAPI) -> None:
         report.checks.append(Check("node", node.name, ok, detail))
 
 
-def role_taints(node: Node) -> list[tuple[str, str]]:
-    """RKE's taints for nodes without the worker role."""
-    if node.has("worker"):
-        return []
-    taints = []
-    if node.has("controlplane"):
-        taints.append(("node-role.kubernetes.io/controlplane", "NoSchedule"))
-    if node.has("etcd"):
-        taints.append(("node-role.kubernetes.io/etcd", "NoExecute"))
-    return taints
-
-
 def _parse_time(text: str) -> dt.datetime | None:
     if not text:
         return None
@@ -186,3 +169,10 @@ def _parse_time(text: str) -> dt.datetime | None:
         return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         return None
+
+
+def require_ok(report: Report | None) -> None:
+    """Raise VerifyError listing the failed checks (exit 6); None (verification skipped) passes."""
+    if report is not None and not report.ok:
+        lines = [f"{c.name} {c.target}: {c.detail}" for c in report.failures()]
+        raise VerifyError("verification failed:\n  " + "\n  ".join(lines))

@@ -1,8 +1,8 @@
 """The diff decides what `up` changes and what `plan` prints: a wrong answer here restarts a cluster."""
 
-from rke_py.deploy.actions import diff_host
+from rke_py.deploy.diff import diff_host
 from rke_py.deploy.facts import HostFacts, ObservedContainer
-from rke_py.plan.model import ContainerSpec, FileSpec, NodePlan
+from rke_py.plan.model import ContainerSpec, FileSpec, NodePlan, Placed
 
 CONF = FileSpec("/etc/kubernetes/nginx-proxy/nginx.conf", b"upstream a;", 0o644)
 PROXY = ContainerSpec("nginx-proxy", "reg/nginx:1", files=(CONF.path,), files_digest="d1")
@@ -11,7 +11,8 @@ SIDEKICK = ContainerSpec("service-sidekick", "reg/tools:1", start=False, restart
 
 
 def worker_plan() -> NodePlan:
-    return NodePlan("10.0.0.5", "w1", ("worker",), files=[CONF], worker=[PROXY, SIDEKICK, KUBELET])
+    placed = [Placed("worker", spec) for spec in (PROXY, SIDEKICK, KUBELET)]
+    return NodePlan("10.0.0.5", "w1", ("worker",), files=[CONF], placed=placed)
 
 
 def matching_facts(plan: NodePlan) -> HostFacts:
@@ -50,7 +51,7 @@ def test_an_empty_host_gets_files_then_images_then_containers_in_plane_order():
 def test_a_changed_spec_replaces_only_that_container():
     plan = worker_plan()
     facts = matching_facts(plan)
-    plan.worker[2] = ContainerSpec("kubelet", "reg/kube:1", privileged=True, env=("X=1",))
+    plan.placed[2] = Placed("worker", ContainerSpec("kubelet", "reg/kube:1", privileged=True, env=("X=1",)))
     assert kinds(diff_host(plan, facts)) == [("replace", "kubelet")]
 
 
@@ -75,7 +76,7 @@ def test_a_component_the_node_no_longer_needs_is_removed_first():
     facts.containers["kube-apiserver"] = ObservedContainer("kube-apiserver", "a", "reg/kube:1", True, "h")
     actions = diff_host(plan, facts)
     assert kinds(actions) == [("remove", "kube-apiserver")]
-    assert actions[0].plane == "cleanup"
+    assert actions[0].phase == "cleanup"
 
 
 def test_a_changed_file_is_rewritten_and_only_present_images_are_skipped():
@@ -83,3 +84,24 @@ def test_a_changed_file_is_rewritten_and_only_present_images_are_skipped():
     facts = matching_facts(plan)
     facts.file_hashes[CONF.path] = "0" * 64
     assert kinds(diff_host(plan, facts)) == [("write-file", CONF.path)]
+
+
+def test_leftovers_are_removed_but_rke_snapshots_and_foreign_containers_are_not_touched():
+    plan = worker_plan()
+    facts = matching_facts(plan)
+    for name in ("old-kubelet", "cert-deployer", "etcd-rolling-snapshots"):
+        facts.others[name] = ObservedContainer(name, "id-" + name, "i", False, "")
+    actions = diff_host(plan, facts)
+    assert [(a.kind, a.target, a.reason) for a in actions] == [
+        ("remove", "cert-deployer", "RKE's one-shot helper, left over from an RKE run"),
+        ("remove", "old-kubelet", "left by an interrupted replace"),
+    ]
+    assert [a.id for a in actions] == ["id-cert-deployer", "id-old-kubelet"]
+
+
+def test_a_replace_carries_the_old_container_to_put_back():
+    plan = worker_plan()
+    facts = matching_facts(plan)
+    facts.containers["kubelet"] = ObservedContainer("kubelet", "k", "reg/kube:1", False, "other")
+    [action] = diff_host(plan, facts)
+    assert (action.kind, action.old_id, action.old_running, action.phase) == ("replace", "k", False, "worker")

@@ -1,7 +1,7 @@
 """The labels and taints `up` sets on each Node: RKE's roles and the file's, never someone else's taints."""
 
 from rke_py.config.schema import Node, Taint
-from rke_py.deploy.cluster import node_patch
+from rke_py.deploy.nodesync import node_patch
 
 
 def test_a_controlplane_only_node_gets_its_role_label_and_taint_and_loses_stale_roles():

@@ -5,10 +5,11 @@ from rke_py.deploy.facts import HostFacts, ObservedContainer
 from rke_py.deploy.observe import _read_shell_facts
 from rke_py.deploy.preflight import preflight
 
+NODE = Node(address="10.0.0.1", user="root", role=["etcd", "controlplane", "worker"])
+
 
 def config() -> ClusterConfig:
-    node = Node(address="10.0.0.1", user="root", role=["etcd", "controlplane", "worker"])
-    return ClusterConfig(nodes=[node], prefix_path="/")
+    return ClusterConfig(nodes=[NODE], prefix_path="/")
 
 
 def facts(**kw) -> HostFacts:
@@ -17,12 +18,12 @@ def facts(**kw) -> HostFacts:
 
 
 def test_a_ready_host_passes():
-    assert preflight(config(), facts()) is None
+    assert preflight(config(), NODE, facts()) is None
 
 
 def test_an_old_docker_a_busy_port_and_a_full_disk_are_all_reported_at_once():
     error = preflight(
-        config(), facts(docker_version="19.03.1", listening_ports={2379, 6443}, disk_free_mb=100)
+        config(), NODE, facts(docker_version="19.03.1", listening_ports={2379, 6443}, disk_free_mb=100)
     )
     text = str(error)
     assert text.startswith("10.0.0.1: preflight: Docker 19.03.1 is older than 20.10")
@@ -33,13 +34,15 @@ def test_an_old_docker_a_busy_port_and_a_full_disk_are_all_reported_at_once():
 
 def test_ports_held_by_rke_py_own_containers_are_fine():
     ours = {n: ObservedContainer(n, n, "i", True, "h") for n in ("etcd", "kube-apiserver", "kubelet")}
-    assert preflight(config(), facts(listening_ports={2379, 2380, 6443, 10250}, containers=ours)) is None
+    assert (
+        preflight(config(), NODE, facts(listening_ports={2379, 2380, 6443, 10250}, containers=ours)) is None
+    )
 
 
 def test_ignore_docker_version_is_honoured():
     cfg = config()
     cfg.ignore_docker_version = True
-    assert preflight(cfg, facts(docker_version="1.13.1")) is None
+    assert preflight(cfg, NODE, facts(docker_version="1.13.1")) is None
 
 
 def test_shell_facts_parse_hashes_listening_ports_disk_and_uid():

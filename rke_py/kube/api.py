@@ -1,4 +1,4 @@
-"""A minimal Kubernetes API client for verify and node sync, using the admin certificate.
+"""A minimal Kubernetes API client for verify and cluster objects, using the admin certificate.
 
 It talks to the same address the admin kubeconfig names, so what rke-py checks is what kubectl sees.
 """
@@ -17,7 +17,11 @@ from rke_py.pki.certs import CertKeyPair
 
 
 class KubeAPIError(Exception):
-    pass
+    """An HTTP error answer (`status` set) or no apiserver answering (`status` 0)."""
+
+    def __init__(self, message: str, status: int = 0):
+        super().__init__(message)
+        self.status = status
 
 
 class KubeAPI:
@@ -53,7 +57,7 @@ class KubeAPI:
                 conn.close()
             if resp.status >= 400:
                 raise KubeAPIError(
-                    f"{method} {path}: HTTP {resp.status}: {raw[:200].decode(errors='replace')}"
+                    f"{method} {path}: HTTP {resp.status}: {raw[:200].decode(errors='replace')}", resp.status
                 )
             return json.loads(raw) if raw else None
         raise KubeAPIError(f"no apiserver answered ({', '.join(self.servers)}): {last}")

@@ -1,0 +1,59 @@
+"""What the cluster must look like, computed from cluster.yml and the state without touching any host."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rke_py import config as config_pkg
+from rke_py.config.schema import ClusterConfig, Node
+from rke_py.deploy.reconcile import joining_etcd_nodes, removed_nodes
+from rke_py.errors import Problem
+from rke_py.pki.bundle import Bundle, build_bundle
+from rke_py.plan import build_plan
+from rke_py.plan.components import REGISTRY, Component
+from rke_py.plan.model import ClusterPlan
+from rke_py.state import ClusterState, nodes_from_rke_json, read_state, state_path_for
+
+
+@dataclass
+class Desired:
+    config_path: Path
+    config: ClusterConfig
+    state: ClusterState
+    bundle: Bundle
+    plan: ClusterPlan
+    warnings: list[Problem] = field(default_factory=list)
+    certificates_from_state: bool = False  # False: a new cluster, certificates made in this run
+    removed: list[Node] = field(default_factory=list)  # hosts of the last applied config no longer listed
+    joining: list[Node] = field(default_factory=list)  # etcd nodes new to a running cluster: member add
+    joined: set[str] = field(default_factory=set)  # addresses of etcd members that joined a running cluster
+    registry: tuple[Component, ...] = REGISTRY
+
+
+def prepare(
+    config_path: str | Path, *, strict: bool = False, registry: tuple[Component, ...] = REGISTRY
+) -> Desired:
+    """Load cluster.yml and the state, build or reuse certificates, and plan every node. Pure of hosts."""
+    config_path = Path(config_path)
+    loaded = config_pkg.load(config_path, strict=strict)
+    state = read_state(state_path_for(config_path)) or ClusterState()
+    previous = state.desired.certificates or state.current.certificates
+    bundle = build_bundle(loaded.config, previous or None)
+    applied = nodes_from_rke_json(state.current.rke_config)
+    joining = joining_etcd_nodes(applied, loaded.config.hosts("etcd"))
+    etcd_now = {n.address for n in loaded.config.hosts("etcd")}
+    joined = (set(state.etcd_members_added) & etcd_now) | {n.address for n in joining}
+    return Desired(
+        config_path=config_path,
+        config=loaded.config,
+        state=state,
+        bundle=bundle,
+        plan=build_plan(loaded.config, bundle, joined, registry),
+        warnings=loaded.warnings,
+        certificates_from_state=bool(previous),
+        removed=removed_nodes(applied, loaded.config.nodes),
+        joining=joining,
+        joined=joined,
+        registry=registry,
+    )

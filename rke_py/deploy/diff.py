@@ -1,0 +1,63 @@
+"""The diff: desired (NodePlan) against observed (HostFacts) gives the actions for one host.
+
+Pure, so `rke-py plan` can print exactly what `up` will do and tests can check it with plain data.
+"""
+
+from __future__ import annotations
+
+from rke_py.deploy.actions import (
+    CreateContainer,
+    HostAction,
+    PullImage,
+    RemoveContainer,
+    ReplaceContainer,
+    StartContainer,
+    WriteFile,
+)
+from rke_py.deploy.facts import HostFacts
+from rke_py.plan.components import REGISTRY, Component, leftover_reason
+from rke_py.plan.model import ContainerSpec, FileSpec, NodePlan
+
+
+def diff_host(
+    plan: NodePlan, facts: HostFacts, registry: tuple[Component, ...] = REGISTRY
+) -> list[HostAction]:
+    """Every action that brings `facts` to `plan`, in the order they must run: cleanup, files, images,
+    then each plane's containers in start order."""
+    actions: list[HostAction] = []
+    planned = {c.name for c in plan.containers}
+    for name in sorted(facts.containers):
+        if name not in planned:
+            seen = facts.containers[name]
+            actions.append(RemoveContainer(name, seen.id, "not planned for this node's roles"))
+    for name in sorted(facts.others):
+        reason = leftover_reason(name, registry)
+        if reason:
+            actions.append(RemoveContainer(name, facts.others[name].id, reason))
+    actions += [a for f in plan.files if (a := _file_action(f, facts))]
+    changes = [c for p in plan.placed if (c := _container_action(p.spec, p.plane, facts))]
+    wanted = dict.fromkeys(c.spec.image for c in changes)
+    actions += [PullImage(image) for image in wanted if image not in facts.images]
+    actions += changes
+    return actions
+
+
+def _file_action(f: FileSpec, facts: HostFacts) -> WriteFile | None:
+    have = facts.file_hashes.get(f.path)
+    if have == f.sha256:
+        return None
+    return WriteFile(f, "missing" if have is None else "content changed")
+
+
+def _container_action(
+    spec: ContainerSpec, plane: str, facts: HostFacts
+) -> CreateContainer | ReplaceContainer | StartContainer | None:
+    seen = facts.containers.get(spec.name)
+    if seen is None:
+        return CreateContainer(spec, plane, "missing")
+    if seen.spec_hash != spec.spec_hash():
+        why = "not started by rke-py" if not seen.spec_hash else "spec changed"
+        return ReplaceContainer(spec, plane, why, old_id=seen.id, old_running=seen.running)
+    if spec.start and not seen.running:
+        return StartContainer(spec, plane, "stopped", id=seen.id)
+    return None

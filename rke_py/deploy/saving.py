@@ -1,0 +1,31 @@
+"""What `up` leaves on the machine it runs on: the state file and the admin kubeconfig (atomic, 0600)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rke_py.deploy.desired import Desired
+from rke_py.files import write_private_file
+from rke_py.pki.kubeconfig import admin_kubeconfig
+from rke_py.state import State, kubeconfig_path_for, rke_config_json, state_path_for, write_state
+
+
+def save_state(desired: Desired, *, current: bool) -> Path:
+    """The desired state always; the current state too once the hosts match it."""
+    state = desired.state
+    state.desired = State(rke_config=rke_config_json(desired.config), certificates=dict(desired.bundle))
+    if current:
+        state.current = State(rke_config=state.desired.rke_config, certificates=dict(desired.bundle))
+        state.etcd_members_added = sorted(desired.joined)
+    path = state_path_for(desired.config_path)
+    write_state(path, state)
+    return path
+
+
+def write_kubeconfig(desired: Desired) -> Path:
+    """kube_config_<name>.yml naming the first controlplane node, as RKE's."""
+    config = desired.config
+    path = kubeconfig_path_for(desired.config_path)
+    server = f"https://{config.hosts('controlplane')[0].address}:6443"
+    write_private_file(path, admin_kubeconfig(config, desired.bundle, server))
+    return path

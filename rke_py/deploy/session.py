@@ -1,0 +1,181 @@
+"""A run's view of the cluster: one connection per host, what each host has, what the API holds, and the
+actions that follow from them.
+
+Hosts are reached through a `Connector`: `SSHConnector` for real hosts (one SSH connection each, the Docker
+API over it), or an in-memory one in tests, so everything from observe to verify runs against either.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from rke_py.config.schema import Node
+from rke_py.deploy.actions import AddMember, ClusterAction, HostAction
+from rke_py.deploy.apply import Target
+from rke_py.deploy.desired import Desired
+from rke_py.deploy.diff import diff_host
+from rke_py.deploy.nodesync import node_actions
+from rke_py.deploy.observe import observe
+from rke_py.deploy.parallel import DEFAULT_CONCURRENCY, for_each
+from rke_py.deploy.reconcile import leaving_actions
+from rke_py.deploy.targets import bastion_target, ssh_target
+from rke_py.errors import ConnectError, HostError, RkePyError
+from rke_py.hosts.base import DockerError, HostConnection
+from rke_py.hosts.connections import Connections
+from rke_py.hosts.hostkeys import HostKeyPolicy, HostKeyStore
+from rke_py.kube.api import KubeAPI, KubeAPIError
+from rke_py.verify.checks import Check, Report, verify
+
+log = logging.getLogger("rke_py.deploy")
+
+
+@dataclass
+class Options:
+    host_key_policy: str = "accept-new"
+    known_hosts: str | None = None  # an OpenSSH known_hosts file trusted besides the keys pinned in the state
+    concurrency: int = DEFAULT_CONCURRENCY
+    verify: bool = True
+
+
+class Connector(Protocol):
+    """How a run reaches hosts and the Kubernetes API."""
+
+    def host(self, node: Node) -> HostConnection: ...
+
+    def kube_api(self, servers: list[str]) -> KubeAPI: ...
+
+    def learned_host_keys(self) -> dict[str, str]: ...
+
+    def close(self) -> None: ...
+
+
+class SSHConnector:
+    """Real hosts over SSH, with the host keys pinned in the state; the API at the controlplane addresses,
+    as the admin kubeconfig names them."""
+
+    def __init__(self, desired: Desired, options: Options):
+        self.desired = desired
+        self.host_keys = HostKeyStore(desired.state.host_keys, options.known_hosts)
+        self.connections = Connections(
+            host_keys=self.host_keys,
+            bastion=bastion_target(desired.config),
+            policy=HostKeyPolicy(options.host_key_policy),
+        )
+
+    def host(self, node: Node) -> HostConnection:
+        return self.connections.host(ssh_target(node, self.desired.config), node.docker_socket)
+
+    def kube_api(self, servers: list[str]) -> KubeAPI:
+        return KubeAPI(servers, self.desired.bundle["kube-ca"], self.desired.bundle["kube-admin"])
+
+    def learned_host_keys(self) -> dict[str, str]:
+        return dict(self.host_keys.learned)
+
+    def close(self) -> None:
+        self.connections.close()
+
+
+class Session:
+    """The run's connections and observations, closed together."""
+
+    def __init__(self, desired: Desired, options: Options, connector: Connector | None = None):
+        self.desired = desired
+        self.options = options
+        self.connector = connector or SSHConnector(desired, options)
+        self.targets: dict[str, Target] = {}
+        self.unreachable: list[HostError] = []
+        self.removed_targets: dict[str, Target] = {}
+        self._api: KubeAPI | None = None
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.connector.close()
+
+    def connect(self, *, tolerate: bool = False) -> None:
+        """Connect and observe every host in parallel. Any failure stops the run before a change, unless
+        `tolerate` (status: an unreachable host is a finding, not a reason to stop looking)."""
+        results, errors = for_each(self.desired.config.nodes, self._connect_one, self.options.concurrency)
+        self.targets = {node.address: target for node, target in results}
+        self.unreachable = errors
+        if errors and not tolerate:
+            raise combined(errors, ConnectError)
+        gone, lost = for_each(self.desired.removed, self._connect_one, self.options.concurrency)
+        self.removed_targets = {node.address: target for node, target in gone}
+        for error in lost:  # as RKE: a removed host that cannot be reached is left as it is
+            log.warning("%s: left cluster.yml but cannot be cleaned: %s", error.host, error.detail)
+
+    def _connect_one(self, node: Node) -> Target:
+        host = self.connector.host(node)
+        plan = next((p for p in self.desired.plan.nodes if p.address == node.address), None)
+        prefix = self.desired.config.prefix_path
+        try:
+            facts = observe(host, plan, prefix, self.desired.registry)
+        except DockerError as exc:
+            raise ConnectError(node.address, "docker", str(exc)) from exc
+        return Target(host, facts, prefix)
+
+    def host_actions(self) -> dict[str, list[HostAction]]:
+        """Per host address, what `up` changes there: the diff, plus membership changes and cleanup."""
+        d = self.desired
+        actions = {
+            n.address: diff_host(d.plan.node(n.address), self.targets[n.address].facts, d.registry)
+            for n in d.config.nodes
+        }
+        for node in d.removed:
+            actions[node.address] = leaving_actions(node, node.address in self.removed_targets)
+        for node in d.joining:
+            if "etcd" not in self.targets[node.address].facts.containers:
+                actions[node.address].insert(0, AddMember(node=node))
+        return actions
+
+    def apiserver_running(self) -> bool:
+        """Whether any controlplane host runs an apiserver now, so the API is worth asking."""
+        return any(
+            (seen := t.facts.containers.get("kube-apiserver")) is not None and seen.running
+            for t in self.targets.values()
+        )
+
+    def cluster_actions(self) -> list[ClusterAction]:
+        """The Node changes, from what the API holds now (all of them while no apiserver runs yet)."""
+        nodes = self.registered_nodes() if self.apiserver_running() else None
+        return node_actions(self.desired.config, nodes, self.desired.removed)
+
+    def registered_nodes(self) -> dict[str, dict[str, Any]] | None:
+        """Nodes by name, or None when no apiserver answers."""
+        try:
+            items = self.kube_api().get("/api/v1/nodes").get("items", [])
+        except KubeAPIError as exc:
+            log.debug("the Kubernetes API did not answer: %s", exc)
+            return None
+        return {n["metadata"]["name"]: n for n in items}
+
+    def kube_api(self) -> KubeAPI:
+        """Through the controlplane nodes' addresses, as the admin kubeconfig; reachable ones first."""
+        if self._api is None:
+            cps = sorted(
+                self.desired.config.hosts("controlplane"), key=lambda n: n.address not in self.targets
+            )
+            self._api = self.connector.kube_api([f"{n.address}:6443" for n in cps])
+        return self._api
+
+    def verify(self) -> Report:
+        d = self.desired
+        hosts = {a: t.host for a, t in self.targets.items()}
+        hostnames = {a: t.facts.hostname for a, t in self.targets.items()}
+        report = verify(d.config, d.plan, d.bundle, hosts, hostnames, self.kube_api())
+        report.checks[:0] = [Check("host", e.host, False, e.detail) for e in self.unreachable]
+        return report
+
+
+def combined(errors: list[HostError], kind: type[HostError]) -> RkePyError:
+    """Several hosts' failures as one error of `kind` that names them all."""
+    if len(errors) == 1:
+        return errors[0]
+    first = errors[0]
+    error = kind(first.host, first.step, first.detail, first.log_tail)
+    error.args = ("\n".join(str(e) for e in errors),)
+    return error

@@ -1,0 +1,376 @@
+"""`up` and `plan`: one list of phases, run for real or as a dry run.
+
+connect → preflight → prepare hosts (in the background) → etcd → control plane → kubeconfig → worker plane →
+hosts that left → state → cluster objects → verify.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from rke_py.config.schema import ClusterConfig, Node
+from rke_py.deploy import actions as a
+from rke_py.deploy.apply import Applier, Target
+from rke_py.deploy.desired import Desired
+from rke_py.deploy.nodesync import node_actions
+from rke_py.deploy.parallel import for_each
+from rke_py.deploy.phases import Phase, run_phases
+from rke_py.deploy.preflight import preflight
+from rke_py.deploy.saving import save_state, write_kubeconfig
+from rke_py.deploy.session import Connector, Options, Session, combined
+from rke_py.errors import HostError, PreflightError
+from rke_py.plan.components import PLANES
+from rke_py.verify.checks import Report
+
+log = logging.getLogger("rke_py.deploy")
+HOST_PREPARATION = ("cleanup", "files", "images")  # what a host does before any plane, on its own
+
+
+@dataclass
+class Run:
+    """What the phases of one `up` share."""
+
+    desired: Desired
+    options: Options
+    session: Session
+    applier: Applier
+    host_actions: dict[str, list[a.HostAction]] = field(default_factory=dict)
+    cluster_actions: list[a.ClusterAction] = field(default_factory=list)
+    report: Report | None = None
+
+    @property
+    def config(self) -> ClusterConfig:
+        return self.desired.config
+
+    def in_phase(self, key: str, nodes: Sequence[Node] | None = None) -> list[a.HostAction]:
+        addresses = [n.address for n in nodes] if nodes is not None else list(self.host_actions)
+        return [x for address in addresses for x in self.host_actions.get(address, []) if x.phase == key]
+
+    def per_host(self, targets: dict[str, Target], nodes: Sequence[Node], keys: Sequence[str]) -> None:
+        """The actions of phases `keys` on every node, hosts in parallel; a host's own actions in order."""
+
+        def apply_host(node: Node) -> None:
+            target = targets.get(node.address)
+            for action in self.host_actions.get(node.address, []):
+                if target is not None and action.phase in keys:
+                    self.applier.execute(action, target)
+
+        _, errors = for_each(nodes, apply_host, self.options.concurrency)
+        if errors:
+            raise combined(errors, type(errors[0]))
+
+
+class Connect(Phase):
+    key, title, reads = "connect", "connecting to every host", True
+
+    def __init__(self, run: Run):
+        self.r = run
+
+    def run(self) -> None:
+        self.r.session.connect()
+        self.r.host_actions = self.r.session.host_actions()
+        self.r.cluster_actions = self.r.session.cluster_actions()
+        if not any(self.r.host_actions.values()) and not self.r.cluster_actions:
+            log.info("nothing to change: every host already matches cluster.yml")
+
+
+class Preflight(Phase):
+    key, title = "preflight", "preflight checks"
+
+    def __init__(self, run: Run):
+        self.r = run
+
+    def has_work(self) -> bool:
+        return True
+
+    def run(self) -> None:
+        nodes = {n.address: n for n in self.r.config.nodes}
+        failures = [
+            f
+            for t in self.r.session.targets.values()
+            if (f := preflight(self.r.config, nodes[t.address], t.facts, self.r.desired.registry))
+        ]
+        if failures:
+            raise PreflightError(failures)
+
+
+class PrepareHosts(Phase):
+    """Every host removes what it no longer runs, writes its files and pulls its images, in the background:
+    each plane waits only for its own hosts, so workers pull while etcd and the control plane start."""
+
+    key, title = "prepare", "preparing hosts: removing what they no longer run, writing files, pulling images"
+
+    def __init__(self, run: Run):
+        self.r = run
+        self.pool: ThreadPoolExecutor | None = None
+        self.futures: dict[str, Future[None]] = {}
+
+    def planned(self) -> Sequence[a.Action]:
+        return [x for key in HOST_PREPARATION for x in self.r.in_phase(key)]
+
+    def run(self) -> None:
+        nodes = self.r.config.nodes
+        self.pool = ThreadPoolExecutor(max_workers=max(1, min(self.r.options.concurrency, len(nodes))))
+        for node in nodes:
+            self.futures[node.address] = self.pool.submit(self._host, node)
+
+    def _host(self, node: Node) -> None:
+        target = self.r.session.targets[node.address]
+        todo = self.r.in_phase("files", [node])
+        if todo:
+            log.info("%s: writing %d files (certificates, kubeconfigs, configs)", node.address, len(todo))
+        for key in HOST_PREPARATION:
+            for action in self.r.in_phase(key, [node]):
+                self.r.applier.execute(action, target)
+
+    def ready(self, nodes: Sequence[Node]) -> None:
+        """Wait until `nodes` are prepared; raise every failure among them at once."""
+        errors = []
+        for node in nodes:
+            future = self.futures.get(node.address)
+            try:
+                if future is not None:
+                    future.result()
+            except HostError as exc:
+                errors.append(exc)
+        if errors:
+            raise combined(errors, type(errors[0]))
+
+    def cleanup(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+class EtcdPlane(Phase):
+    """One member at a time. Members of hosts that left go first; a replaced member must be healthy
+    before the next is touched; new members are started together (a new cluster has no quorum until
+    most of them run) and checked at the end."""
+
+    key, title = "etcd", "etcd plane, one member at a time"
+
+    def __init__(self, run: Run, prepared: PrepareHosts):
+        self.r = run
+        self.prepared = prepared
+
+    def planned(self) -> Sequence[a.Action]:
+        return self.r.in_phase("etcd")
+
+    def run(self) -> None:
+        r = self.r
+        nodes = r.config.hosts("etcd")
+        self.prepared.ready(nodes)
+        targets = r.session.targets
+        via = next((targets[n.address] for n in nodes if "etcd" in targets[n.address].facts.containers), None)
+        for node in [
+            *r.desired.removed,
+            *r.desired.joining,
+        ]:  # membership changes go through a running member
+            for action in r.host_actions[node.address]:
+                if isinstance(action, a.RemoveMember | a.AddMember) and via is not None:
+                    r.applier.execute(action, via)
+        for node in nodes:
+            for action in r.host_actions[node.address]:
+                if action.phase == "etcd" and not isinstance(action, a.AddMember | a.RemoveMember):
+                    r.applier.execute(
+                        action, targets[node.address], wait=not isinstance(action, a.CreateContainer)
+                    )
+        for node in nodes:
+            spec = r.desired.plan.node(node.address).container("etcd")
+            if spec is not None:
+                r.applier.wait_for(targets[node.address], spec)
+
+
+class Plane(Phase):
+    """The control or the worker plane: each host's containers in start order, hosts in parallel."""
+
+    TITLES = {"control": "control plane", "worker": "worker plane"}
+
+    def __init__(self, run: Run, prepared: PrepareHosts, key: str):
+        self.r = run
+        self.prepared = prepared
+        self.key = key
+        self.title = self.TITLES[key]
+
+    def planned(self) -> Sequence[a.Action]:
+        return self.r.in_phase(self.key)
+
+    def nodes(self) -> list[Node]:
+        return [n for n in self.r.config.nodes if self.r.desired.plan.node(n.address).in_plane(self.key)]
+
+    def run(self) -> None:
+        self.prepared.ready(self.nodes())
+        self.r.per_host(self.r.session.targets, self.nodes(), [self.key])
+
+
+class Kubeconfig(Phase):
+    """As soon as the control plane runs, so a run that fails later still leaves a way into the cluster."""
+
+    key, title = "kubeconfig", "writing the admin kubeconfig"
+
+    def __init__(self, run: Run):
+        self.r = run
+
+    def has_work(self) -> bool:
+        return True
+
+    def run(self) -> None:
+        write_kubeconfig(self.r.desired)
+
+
+class RemovedHosts(Phase):
+    key, title = "removed", "cleaning hosts that left cluster.yml"
+
+    def __init__(self, run: Run):
+        self.r = run
+
+    def planned(self) -> Sequence[a.Action]:
+        return self.r.in_phase("removed")
+
+    def run(self) -> None:
+        self.r.per_host(self.r.session.removed_targets, self.r.desired.removed, [self.key])
+
+
+class SaveState(Phase):
+    """`current=False` at the start (the certificates are never lost, even if applying fails); `True` once
+    the hosts match, with the host keys learned on the way."""
+
+    key = "state"
+
+    def __init__(self, run: Run, *, current: bool):
+        self.r = run
+        self.current = current
+        self.title = "saving the cluster state" if current else "saving certificates to the state file"
+
+    def has_work(self) -> bool:
+        return True
+
+    def run(self) -> None:
+        if self.current:
+            self.r.desired.state.host_keys.update(self.r.session.connector.learned_host_keys())
+        save_state(self.r.desired, current=self.current)
+
+
+class ClusterObjects(Phase):
+    """What rke-py keeps in the Kubernetes API, re-read just before it is changed: new nodes register
+    during the worker plane, so the diff made at connect time is only what `plan` shows."""
+
+    key, title = "cluster", "cluster objects: node labels and taints"
+
+    def __init__(self, run: Run, attempts: int = 15, pause: float = 2):
+        self.r = run
+        self.attempts = attempts
+        self.pause = pause
+
+    def planned(self) -> Sequence[a.Action]:
+        return self.r.cluster_actions
+
+    def run(self) -> None:
+        session = self.r.session
+        for attempt in range(self.attempts):
+            registered = session.registered_nodes() or {}
+            pending = [n.name for n in self.r.config.nodes if n.name not in registered]
+            if not pending or attempt + 1 == self.attempts:
+                break
+            time.sleep(self.pause)
+        if pending:
+            log.warning("nodes not registered yet, labels and taints not set: %s", ", ".join(pending))
+        for action in node_actions(self.r.config, registered, self.r.desired.removed):
+            if not (isinstance(action, a.SyncNode) and action.name in pending):
+                self.r.applier.execute(action)
+
+
+class Verify(Phase):
+    key, title = "verify", "verifying the cluster"
+
+    def __init__(self, run: Run, within: float = 45):
+        self.r = run
+        self.within = within
+
+    def has_work(self) -> bool:
+        return self.r.options.verify
+
+    def run(self) -> None:
+        """Verify until it passes or `within` seconds pass: a lease whose holder was just replaced stays
+        with the old holder until it expires (15 s by default), and new nodes take a moment to be Ready."""
+        session = self.r.session
+        deadline = time.monotonic() + self.within
+        report = session.verify()
+        while not report.ok and time.monotonic() < deadline:
+            log.info(
+                "waiting for the cluster to settle: %s",
+                "; ".join(f"{c.name} {c.target}" for c in report.failures()),
+            )
+            time.sleep(3)
+            report = session.verify()
+        self.r.report = report
+
+
+def up_phases(run: Run) -> list[Phase]:
+    prepared = PrepareHosts(run)
+    control, worker = (Plane(run, prepared, key) for key in PLANES[1:])
+    return [
+        SaveState(run, current=False),
+        Connect(run),
+        Preflight(run),
+        prepared,
+        EtcdPlane(run, prepared),
+        control,
+        Kubeconfig(run),
+        worker,
+        RemovedHosts(run),
+        SaveState(run, current=True),
+        ClusterObjects(run),
+        Verify(run),
+    ]
+
+
+@dataclass
+class UpResult:
+    host_actions: dict[str, list[a.HostAction]]
+    cluster_actions: list[a.ClusterAction]
+    report: Report | None
+
+    @property
+    def changed(self) -> int:
+        return sum(len(x) for x in self.host_actions.values()) + len(self.cluster_actions)
+
+
+def _run(desired: Desired, options: Options, connector: Connector | None) -> tuple[Run, Session]:
+    session = Session(desired, options, connector)
+    applier = Applier(desired.bundle, registry_auth(desired.config), session.kube_api, desired.registry)
+    return Run(desired, options, session, applier), session
+
+
+def up(
+    desired: Desired,
+    options: Options,
+    on_phase: Callable[[Phase], None] = lambda p: None,
+    connector: Connector | None = None,
+) -> UpResult:
+    """Bring every host and the cluster objects to the plan, phase by phase; save state and kubeconfig;
+    verify."""
+    run, session = _run(desired, options, connector)
+    with session:
+        run_phases(up_phases(run), on_phase=on_phase)
+    return UpResult(run.host_actions, run.cluster_actions, run.report)
+
+
+def plan(desired: Desired, options: Options, connector: Connector | None = None) -> UpResult:
+    """What `up` would do now, without changing anything: the same phases, as a dry run."""
+    run, session = _run(desired, options, connector)
+    with session:
+        run_phases(up_phases(run), dry_run=True)
+    return UpResult(run.host_actions, run.cluster_actions, None)
+
+
+def registry_auth(config: ClusterConfig) -> dict[str, dict[str, str]]:
+    """Credentials per registry host, as pulls look them up (an empty url is Docker Hub, as in RKE)."""
+    return {
+        (r.url.split("://")[-1].split("/")[0] or "docker.io"): {"username": r.user, "password": r.password}
+        for r in config.private_registries
+        if r.user
+    }

@@ -1,0 +1,244 @@
+"""In-memory hosts and Kubernetes API for deploy tests: the `HostConnection` and `Docker` seams, faked.
+
+A fake host keeps containers, images and files in dicts and refuses what Docker refuses (a second
+container with a taken name, an image that was never pulled). Health answers come from what runs: a
+component answers when its container runs and was not marked broken; etcd answers only while a quorum of
+members runs, as a real cluster does. A started kubelet registers its Node with the fake API.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from rke_py.config.schema import Node
+from rke_py.hosts.base import Completed, DockerContainer, DockerError
+from rke_py.kube.api import KubeAPI, KubeAPIError
+from rke_py.plan.model import ContainerSpec
+
+_ids = itertools.count(1)
+
+
+@dataclass
+class FakeContainer:
+    id: str
+    name: str
+    spec: ContainerSpec
+    labels: dict[str, str]
+    running: bool = False
+    healthy: bool = True
+
+
+@dataclass
+class World:
+    """What the fake hosts share: one event log, the etcd membership and the Kubernetes API."""
+
+    events: list[str] = field(default_factory=list)
+    etcd_hosts: list[str] = field(default_factory=list)
+    hosts: dict[str, FakeHost] = field(default_factory=dict)
+    kube: FakeKube = field(default_factory=lambda: FakeKube())
+
+    def etcd_quorum(self) -> bool:
+        running = sum(
+            1
+            for address in self.etcd_hosts
+            if any(c.name == "etcd" and c.running for c in self.hosts[address].docker.by_id.values())
+        )
+        return running > len(self.etcd_hosts) // 2
+
+
+class FakeDocker:
+    def __init__(self, host: FakeHost):
+        self.host = host
+        self.by_id: dict[str, FakeContainer] = {}
+        self.images: set[str] = set()
+        self.broken: set[str] = set()  # component names whose new containers fail their health check
+        self.pulls: list[tuple[str, Mapping[str, str] | None]] = []
+
+    def _log(self, what: str) -> None:
+        self.host.world.events.append(f"{self.host.address} {what}")
+
+    def _find(self, ref: str) -> FakeContainer:
+        for c in self.by_id.values():
+            if ref in (c.id, c.name):
+                return c
+        raise DockerError(f"No such container: {ref}", missing=True)
+
+    def info(self) -> dict[str, Any]:
+        return {"Name": self.host.hostname, "ServerVersion": "24.0.7"}
+
+    def containers(self, label: str) -> list[DockerContainer]:
+        return [
+            DockerContainer(c.name, c.id, c.spec.image, c.running, dict(c.labels))
+            for c in self.by_id.values()
+            if label in c.labels
+        ]
+
+    def image_tags(self) -> set[str]:
+        return set(self.images)
+
+    def pull(self, image: str, auth: Mapping[str, str] | None) -> None:
+        self.pulls.append((image, auth))
+        self.images.add(image)
+
+    def create(self, spec: ContainerSpec) -> str:
+        if any(c.name == spec.name for c in self.by_id.values()):
+            raise DockerError(f'Conflict. The container name "/{spec.name}" is already in use')
+        if spec.image not in self.images:
+            raise DockerError(f"No such image: {spec.image}", missing=True)
+        cid = f"c{next(_ids)}"
+        self.by_id[cid] = FakeContainer(cid, spec.name, spec, dict(spec.labels), healthy=spec.name not in self.broken)
+        self._log(f"create {spec.name}")
+        return cid
+
+    def start(self, container: str) -> None:
+        c = self._find(container)
+        c.running = True
+        self._log(f"start {c.name}")
+        if c.name == "kubelet":
+            self.host.world.kube.register(self.host.node)
+
+    def stop(self, container: str, timeout: int = 5) -> None:
+        c = self._find(container)
+        c.running = False
+        self._log(f"stop {c.name}")
+
+    def rename(self, container: str, name: str) -> None:
+        c = self._find(container)
+        if any(other.name == name for other in self.by_id.values() if other is not c):
+            raise DockerError(f'Conflict. The container name "/{name}" is already in use')
+        self._log(f"rename {c.name} {name}")
+        c.name = name
+
+    def remove(self, container: str) -> None:
+        c = self._find(container)
+        del self.by_id[c.id]
+        self._log(f"remove {c.name}")
+
+    def logs(self, container: str, tail: int) -> list[str]:
+        return [f"{self._find(container).name}: the last line"]
+
+    def exec(self, container: str, argv: list[str]) -> tuple[int, str]:
+        self._log(f"exec {container} {shlex.join(argv)}")
+        if argv[:3] == ["etcdctl", "member", "list"]:
+            members = [
+                {"ID": i + 1, "name": f"etcd-{a}", "peerURLs": [f"https://{a}:2380"]}
+                for i, a in enumerate(self.host.world.etcd_hosts)
+            ]
+            return 0, json.dumps({"members": members})
+        return 0, ""
+
+    def names(self) -> dict[str, bool]:
+        """name → running, of every container on the host."""
+        return {c.name: c.running for c in self.by_id.values()}
+
+
+class FakeHost:
+    def __init__(self, world: World, node: Node, hostname: str = ""):
+        self.world = world
+        self.node = node
+        self.hostname = hostname or node.address
+        self.docker = FakeDocker(self)
+        self.files: dict[str, tuple[bytes, int]] = {}
+        world.hosts[node.address] = self
+
+    @property
+    def address(self) -> str:
+        return self.node.address
+
+    def run(self, cmd: str, *, input: bytes | None = None, timeout: float = 60) -> Completed:
+        """The two commands rke-py runs on a host: observe's facts script and clean-host's rm -rf."""
+        if cmd.startswith("rm -rf "):
+            dirs = shlex.split(cmd)[2:]
+            self.files = {p: f for p, f in self.files.items() if not any(p.startswith(d + "/") for d in dirs)}
+            return Completed(0, b"", b"")
+        words = shlex.split(cmd.split(";")[0])
+        hashes = self.file_hashes(words[2:] if words[:2] == ["sha256sum", "--"] else [])
+        out = "".join(f"{h}  {p}\n" for p, h in hashes.items() if h)
+        out += "--- ports\n--- df\n/dev/vda 263174212 23000000 209000000 10% /\n--- uid\n0\n"
+        return Completed(0, out.encode(), b"")
+
+    def write_file(self, path: str, content: bytes, mode: int) -> None:
+        self.files[path] = (content, mode)
+
+    def read_file(self, path: str) -> bytes | None:
+        return self.files[path][0] if path in self.files else None
+
+    def file_hashes(self, paths: list[str]) -> dict[str, str | None]:
+        return {p: hashlib.sha256(self.files[p][0]).hexdigest() if p in self.files else None for p in paths}
+
+    def https_get(
+        self,
+        url: str,
+        *,
+        ca_pem: bytes | None = None,
+        cert_pem: bytes | None = None,
+        key_pem: bytes | None = None,
+        timeout: float = 5,
+    ) -> tuple[int, bytes]:
+        return self.http_get(url, timeout=timeout)
+
+    def http_get(self, url: str, *, timeout: float = 5) -> tuple[int, bytes]:
+        for c in self.docker.by_id.values():
+            health = c.spec.health
+            if health is None or health.url != url:
+                continue
+            if not (c.running and c.healthy):
+                continue
+            if c.name == "etcd":
+                return (200, b'{"health":"true"}') if self.world.etcd_quorum() else (503, b"no quorum")
+            return 200, b"ok"
+        return 503, b"not serving"
+
+
+class FakeKube(KubeAPI):
+    """Nodes only: GET (one, all), merge PATCH of labels and taints, DELETE."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, dict[str, Any]] = {}
+        self.calls: list[str] = []
+
+    def register(self, node: Node) -> None:
+        self.nodes.setdefault(node.name, {"metadata": {"name": node.name, "labels": {}}, "spec": {}})
+
+    def request(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> Any:
+        self.calls.append(f"{method} {path}")
+        if path == "/api/v1/nodes" and method == "GET":
+            return {"items": list(self.nodes.values())}
+        name = path.removeprefix("/api/v1/nodes/")
+        if name not in self.nodes:
+            raise KubeAPIError(f"{method} {path}: HTTP 404: not found", 404)
+        node = self.nodes[name]
+        if method == "DELETE":
+            del self.nodes[name]
+        elif method == "PATCH":
+            labels = node["metadata"]["labels"]
+            for key, value in body["metadata"]["labels"].items():
+                if value is None:
+                    labels.pop(key, None)
+                else:
+                    labels[key] = value
+            node["spec"]["taints"] = body["spec"]["taints"]
+        return node
+
+
+class FakeConnector:
+    def __init__(self, world: World):
+        self.world = world
+
+    def host(self, node: Node) -> FakeHost:
+        return self.world.hosts[node.address]
+
+    def kube_api(self, servers: list[str]) -> KubeAPI:
+        return self.world.kube
+
+    def learned_host_keys(self) -> dict[str, str]:
+        return {}
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,200 @@
+"""`up`, `plan` and `remove` end to end on in-memory hosts: the chokepoint, rolling replace and its
+rollback, the etcd plane's order, cluster objects, and a component added through the registry."""
+
+from __future__ import annotations
+
+import dataclasses
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from rke_py.deploy.desired import Desired, prepare
+from rke_py.deploy.remove import remove
+from rke_py.deploy.session import Options
+from rke_py.deploy.up import plan, up
+from rke_py.errors import ApplyError
+from rke_py.plan.components import REGISTRY, Component, Placement
+from rke_py.plan.model import ContainerSpec, HealthCheck
+from tests.unit.fakehost import FakeConnector, FakeHost, World
+
+OPTIONS = Options(verify=False)
+THREE_NODES = """
+    nodes:
+      - {address: 10.0.0.1, user: root, role: [etcd, controlplane, worker]}
+      - {address: 10.0.0.2, user: root, role: [etcd, controlplane, worker]}
+      - {address: 10.0.0.3, user: root, role: [etcd, controlplane, worker]}
+"""
+
+
+def quick(registry: tuple[Component, ...]) -> tuple[Component, ...]:
+    """The registry with health checks that give up after a few quick tries instead of RKE's minutes."""
+
+    def fast(component: Component) -> Component:
+        def health(node):
+            check = component.health(node)
+            return None if check is None else dataclasses.replace(check, retries=3, interval=0.01)
+
+        return dataclasses.replace(component, health=health)
+
+    return tuple(fast(c) for c in registry)
+
+
+class Cluster:
+    """A cluster.yml on disk, its fake hosts, and the commands run as the CLI runs them."""
+
+    def __init__(self, tmp_path: Path, text: str = THREE_NODES, registry: tuple[Component, ...] = REGISTRY):
+        self.path = tmp_path / "cluster.yml"
+        self.registry = quick(registry)
+        self.world = World()
+        self.write(text)
+        desired = self.desired()
+        self.world.etcd_hosts = [n.address for n in desired.config.hosts("etcd")]
+        for node in desired.config.nodes:
+            FakeHost(self.world, node)
+
+    def write(self, text: str) -> None:
+        self.path.write_text(textwrap.dedent(text))
+
+    def desired(self) -> Desired:
+        return prepare(self.path, registry=self.registry)
+
+    def host(self, address: str) -> FakeHost:
+        return self.world.hosts[address]
+
+    def up(self):
+        return up(self.desired(), OPTIONS, connector=FakeConnector(self.world))
+
+    def plan(self):
+        return plan(self.desired(), OPTIONS, connector=FakeConnector(self.world))
+
+    def remove(self):
+        return remove(self.desired(), OPTIONS, connector=FakeConnector(self.world))
+
+
+def ids(cluster: Cluster) -> dict[str, dict[str, str]]:
+    return {a: {c.name: c.id for c in h.docker.by_id.values()} for a, h in cluster.world.hosts.items()}
+
+
+def test_up_builds_every_planned_container_and_a_second_up_changes_nothing(tmp_path):
+    cluster = Cluster(tmp_path)
+    first = cluster.up()
+    desired = cluster.desired()
+    for node in desired.plan.nodes:
+        running = cluster.host(node.address).docker.names()
+        assert running == {c.name: c.start for c in node.containers}
+        assert set(cluster.host(node.address).files) == {f.path for f in node.files}
+    assert first.changed > 0
+    before = ids(cluster)
+    events = len(cluster.world.events)
+    again = cluster.up()
+    assert again.changed == 0
+    assert ids(cluster) == before
+    assert cluster.world.events[events:] == []  # not one Docker call that changes anything
+    assert cluster.plan().changed == 0
+
+
+def test_a_new_etcd_cluster_starts_its_members_together(tmp_path):
+    """A member alone has no quorum: waiting for each one's health in turn would never finish."""
+    cluster = Cluster(tmp_path)
+    cluster.up()
+    etcd = [e for e in cluster.world.events if e.endswith("start etcd")]
+    assert etcd == ["10.0.0.1 start etcd", "10.0.0.2 start etcd", "10.0.0.3 start etcd"]
+    first_control = next(i for i, e in enumerate(cluster.world.events) if "kube-apiserver" in e)
+    last_etcd = max(i for i, e in enumerate(cluster.world.events) if e.endswith("start etcd"))
+    assert last_etcd < first_control
+
+
+def test_a_changed_etcd_member_is_replaced_one_host_at_a_time(tmp_path):
+    cluster = Cluster(tmp_path)
+    cluster.up()
+    cluster.write(THREE_NODES + "    services: {etcd: {extra_args: {heartbeat-interval: '600'}}}\n")
+    mark = len(cluster.world.events)
+    result = cluster.up()
+    assert [a.kind for a in result.host_actions["10.0.0.2"]] == ["replace"]
+    etcd_events = [e for e in cluster.world.events[mark:] if e.split()[1] in ("stop", "start")]
+    assert etcd_events == [
+        f"10.0.0.{i} {verb} etcd" for i in (1, 2, 3) for verb in ("stop", "start")
+    ]  # never two members down together
+
+
+def test_a_replacement_that_fails_its_health_check_puts_the_old_container_back(tmp_path):
+    cluster = Cluster(tmp_path)
+    cluster.up()
+    old = ids(cluster)["10.0.0.1"]["kube-scheduler"]
+    cluster.write(THREE_NODES + "    services: {scheduler: {extra_args: {v: '4'}}}\n")
+    cluster.host("10.0.0.1").docker.broken.add("kube-scheduler")
+    with pytest.raises(ApplyError) as failure:
+        cluster.up()
+    text = str(failure.value)
+    assert text.startswith("10.0.0.1: kube-scheduler: health check failed")
+    assert "kube-scheduler: the last line" in text  # the failing container's own log
+    docker = cluster.host("10.0.0.1").docker
+    assert docker.names()["kube-scheduler"] is True
+    assert ids(cluster)["10.0.0.1"]["kube-scheduler"] == old
+    assert "old-kube-scheduler" not in docker.names()
+
+
+def test_plan_lists_a_node_label_change_and_up_applies_it(tmp_path):
+    cluster = Cluster(tmp_path)
+    cluster.up()
+    assert cluster.world.kube.nodes["10.0.0.2"]["metadata"]["labels"]["node-role.kubernetes.io/etcd"] == "true"
+    cluster.write(THREE_NODES.replace("worker]}\n", "worker], labels: {zone: b}}\n", 1))
+    planned = cluster.plan()
+    assert [(a.kind, a.target, a.reason) for a in planned.cluster_actions] == [
+        ("sync-node", "node/10.0.0.1", "label zone=b")
+    ]
+    assert not any(planned.host_actions.values())
+    assert "zone" not in cluster.world.kube.nodes["10.0.0.1"]["metadata"]["labels"]  # plan changed nothing
+    cluster.up()  # verify off, as with --no-verify
+    assert cluster.world.kube.nodes["10.0.0.1"]["metadata"]["labels"]["zone"] == "b"
+    assert cluster.plan().changed == 0
+
+
+def test_leftovers_go_and_rke_snapshots_stay_until_remove(tmp_path):
+    cluster = Cluster(tmp_path)
+    cluster.up()
+    docker = cluster.host("10.0.0.3").docker
+    rke_label = {"io.rancher.rke.container.name": ""}
+    for name in ("cert-deployer", "etcd-rolling-snapshots", "someone-elses"):
+        docker.images.add("rke-tools")
+        docker.create(ContainerSpec(name, "rke-tools"))
+        docker._find(name).labels = {k: name for k in rke_label}
+    docker.rename("kube-proxy", "old-kube-proxy")
+    result = cluster.up()
+    assert [(a.kind, a.target) for a in result.host_actions["10.0.0.3"]] == [
+        ("remove", "cert-deployer"),
+        ("remove", "old-kube-proxy"),
+        ("create", "kube-proxy"),
+    ]
+    assert {"etcd-rolling-snapshots", "someone-elses", "kube-proxy"} <= set(docker.names())
+    removed = cluster.remove()
+    assert "etcd-rolling-snapshots" in removed["10.0.0.3"]
+    assert docker.names() == {"someone-elses": False}  # not rke-py's, not RKE's: never touched
+    assert cluster.host("10.0.0.3").files == {}
+
+
+def test_a_component_added_to_the_registry_is_observed_kept_and_removed(tmp_path):
+    """Adding a container is one registry entry and its builder: observe, diff, `remove` follow."""
+
+    def build(p: Placement) -> ContainerSpec:
+        return ContainerSpec("node-exporter", "registry.example/node-exporter:1", command=("--port=9100",))
+
+    extra = Component(
+        "node-exporter",
+        lambda node: "worker",
+        lambda config, node: node.address != "10.0.0.3",
+        build,
+        ports=(9100,),
+        health=lambda node: HealthCheck(url="http://localhost:9100/metrics"),
+    )
+    cluster = Cluster(tmp_path, registry=(*REGISTRY, extra))
+    first = cluster.up()
+    assert ("create", "node-exporter") in [(a.kind, a.target) for a in first.host_actions["10.0.0.1"]]
+    assert "node-exporter" not in cluster.host("10.0.0.3").docker.names()
+    exporter = ids(cluster)["10.0.0.1"]["node-exporter"]
+    assert cluster.up().changed == 0  # observed by its name, left alone: no name conflict
+    assert ids(cluster)["10.0.0.1"]["node-exporter"] == exporter
+    removed = cluster.remove()
+    assert "node-exporter" in removed["10.0.0.1"]
+    assert all(h.docker.names() == {} for h in cluster.world.hosts.values())
