@@ -92,7 +92,9 @@ class FakeDocker:
         if spec.image not in self.images:
             raise DockerError(f"No such image: {spec.image}", missing=True)
         cid = f"c{next(_ids)}"
-        self.by_id[cid] = FakeContainer(cid, spec.name, spec, dict(spec.labels), healthy=spec.name not in self.broken)
+        self.by_id[cid] = FakeContainer(
+            cid, spec.name, spec, dict(spec.labels), healthy=spec.name not in self.broken
+        )
         self._log(f"create {spec.name}")
         return cid
 
@@ -206,7 +208,9 @@ class FakeKube(KubeAPI):
     def register(self, node: Node) -> None:
         self.nodes.setdefault(node.name, {"metadata": {"name": node.name, "labels": {}}, "spec": {}})
 
-    def request(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> Any:
+    def request(
+        self, method: str, path: str, body: Any = None, content_type: str = "application/json"
+    ) -> Any:
         self.calls.append(f"{method} {path}")
         if path == "/api/v1/nodes" and method == "GET":
             return {"items": list(self.nodes.values())}

@@ -138,7 +138,9 @@ def test_a_replacement_that_fails_its_health_check_puts_the_old_container_back(t
 def test_plan_lists_a_node_label_change_and_up_applies_it(tmp_path):
     cluster = Cluster(tmp_path)
     cluster.up()
-    assert cluster.world.kube.nodes["10.0.0.2"]["metadata"]["labels"]["node-role.kubernetes.io/etcd"] == "true"
+    assert (
+        cluster.world.kube.nodes["10.0.0.2"]["metadata"]["labels"]["node-role.kubernetes.io/etcd"] == "true"
+    )
     cluster.write(THREE_NODES.replace("worker]}\n", "worker], labels: {zone: b}}\n", 1))
     planned = cluster.plan()
     assert [(a.kind, a.target, a.reason) for a in planned.cluster_actions] == [
