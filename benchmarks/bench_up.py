@@ -1,8 +1,10 @@
-"""How long `rke-py up` takes on lab clusters of 3 and 6 nodes, and what a no-op re-run costs.
+"""How long `rke-py up` takes on lab clusters of 3, 6 and 12 nodes, what a no-op re-run costs, and how
+much CPU rke-py itself spends (user+sys of the rke-py process, apart from the lab's hosts).
 
 Prints a table; asserts nothing (speed goals are read from the table, not enforced by tests).
-Run: python benchmarks/bench_up.py [--sizes 3,6]
-Needs the lab (scripts/bootstrap); images are built once and cached before timing starts.
+Run: python benchmarks/bench_up.py [--sizes 3,6,12]
+Needs the lab (scripts/bootstrap); images are built once and cached before timing starts. `python -m
+rke_py` runs from the current directory, so running this from another checkout measures that checkout.
 """
 
 from __future__ import annotations
@@ -13,46 +15,58 @@ import resource
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 
-def rke_py(*args: str) -> tuple[float, int, str]:
-    """Run the CLI; return (seconds, peak RSS of the child in MiB, stdout)."""
+@dataclass
+class Timed:
+    seconds: float
+    cpu: float  # user+sys seconds of the rke-py process
+    peak_mib: int  # the largest resident size of any rke-py process so far
+    stdout: str
+
+
+def rke_py(*args: str) -> Timed:
+    """Run the CLI as a user would and time it."""
     started = time.monotonic()
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run([sys.executable, "-m", "rke_py", *args], capture_output=True, text=True)
     seconds = time.monotonic() - started
     if done.returncode != 0:
         sys.exit(f"rke-py {' '.join(args)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    peak = max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
-    return seconds, round(peak), done.stdout
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return Timed(seconds, cpu, round(after.ru_maxrss / 1024), done.stdout)
 
 
 def bench(nodes: int) -> dict[str, float]:
     name = f"bench{nodes}"
-    lab_seconds, _, out = rke_py("lab", "up", "--nodes", str(nodes), "--name", name, "--output", "json")
-    cluster_yml = Path(json.loads(out)["cluster_yml"])
+    lab = rke_py("lab", "up", "--nodes", str(nodes), "--name", name, "--output", "json")
+    cluster_yml = str(Path(json.loads(lab.stdout)["cluster_yml"]))
     try:
-        up, peak_up, _ = rke_py("up", "--config", str(cluster_yml))
-        noop, _, _ = rke_py("up", "--config", str(cluster_yml), "--no-verify")
-        plan, _, _ = rke_py("plan", "--config", str(cluster_yml))
-        status, _, _ = rke_py("status", "--config", str(cluster_yml))
+        up = rke_py("up", "--config", cluster_yml)
+        noop = rke_py("up", "--config", cluster_yml, "--no-verify")
+        plan = rke_py("plan", "--config", cluster_yml)
+        status = rke_py("status", "--config", cluster_yml)
     finally:
         rke_py("lab", "down", "--name", name)
     return {
         "nodes": nodes,
-        "lab up": lab_seconds,
-        "up": up,
-        "no-op up": noop,
-        "plan": plan,
-        "status": status,
-        "peak MiB": peak_up,
+        "lab up": lab.seconds,
+        "up": up.seconds,
+        "up CPU": up.cpu,
+        "no-op up": noop.seconds,
+        "no-op CPU": noop.cpu,
+        "plan": plan.seconds,
+        "status": status.seconds,
+        "peak MiB": up.peak_mib,
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="3,6")
+    parser.add_argument("--sizes", default="3,6,12")
     sizes = [int(s) for s in parser.parse_args().sizes.split(",")]
     rke_py("lab", "images")  # build and cache images outside the timings
     rows = [bench(n) for n in sizes]

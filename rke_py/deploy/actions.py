@@ -7,7 +7,7 @@ chokepoint (`apply.Applier.execute`), so `rke-py plan` prints exactly what `up` 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from rke_py.config.schema import Node
 from rke_py.plan.model import ContainerSpec, FileSpec
@@ -15,9 +15,8 @@ from rke_py.plan.model import ContainerSpec, FileSpec
 
 class _Change:
     kind: ClassVar[str]
-    phase: (
-        str  # the phase that carries it out: cleanup, files, images, etcd, control, worker, removed, cluster
-    )
+    # The phase that carries it out: cleanup, files, images, etcd, control, worker, removed, objects, nodes.
+    phase: str
     reason: str
 
     @property
@@ -142,6 +141,21 @@ class CleanHost(_Change):
 
 
 @dataclass(frozen=True)
+class ApplyObject(_Change):
+    """An object rke-py keeps in the Kubernetes API, server-side applied under rke-py's field manager."""
+
+    kind: ClassVar[str] = "apply"
+    obj: dict[str, Any] = field(compare=False)
+    ref: str = ""  # kind/name, e.g. clusterrolebinding/system:node
+    reason: str = ""
+    phase = "objects"
+
+    @property
+    def target(self) -> str:
+        return self.ref
+
+
+@dataclass(frozen=True)
 class SyncNode(_Change):
     """Labels and taints of one Node, as a merge patch computed from what the API holds."""
 
@@ -149,7 +163,7 @@ class SyncNode(_Change):
     name: str
     node: Node = field(compare=False)
     reason: str = ""
-    phase = "cluster"
+    phase = "nodes"
 
     @property
     def target(self) -> str:
@@ -161,7 +175,7 @@ class DeleteNode(_Change):
     kind: ClassVar[str] = "delete-node"
     name: str
     reason: str = "left cluster.yml"
-    phase = "cluster"
+    phase = "nodes"
 
     @property
     def target(self) -> str:
@@ -179,5 +193,5 @@ HostAction = (
     | RemoveMember
     | CleanHost
 )
-ClusterAction = SyncNode | DeleteNode
+ClusterAction = ApplyObject | SyncNode | DeleteNode
 Action = HostAction | ClusterAction

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from rke_py.deploy import actions as a
 from rke_py.deploy.facts import HostFacts
 from rke_py.deploy.nodesync import node_patch
+from rke_py.deploy.objects import object_path
 from rke_py.deploy.reconcile import add_etcd_member, clean_host, remove_etcd_members
 from rke_py.errors import ApplyError
 from rke_py.hosts.base import Docker, DockerError, HostConnection
@@ -54,7 +55,7 @@ class Applier:
         member the change goes through. `wait=False` starts a new container without waiting for its health
         check: the members of a new etcd cluster can only become healthy together.
         """
-        if isinstance(action, a.SyncNode | a.DeleteNode):
+        if isinstance(action, a.ApplyObject | a.SyncNode | a.DeleteNode):
             self._cluster(action)
             return
         assert target is not None, f"{action.describe()} needs a host"
@@ -96,6 +97,8 @@ class Applier:
         api = self.api()
         try:
             match action:
+                case a.ApplyObject(obj=obj):
+                    api.apply(object_path(obj), obj)
                 case a.SyncNode(name=name, node=node):
                     path = f"/api/v1/nodes/{name}"
                     api.merge_patch(path, node_patch(node, api.get(path)))

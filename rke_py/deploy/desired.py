@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from rke_py import config as config_pkg
 from rke_py.config.schema import ClusterConfig, Node
@@ -13,6 +14,7 @@ from rke_py.pki.bundle import Bundle, build_bundle
 from rke_py.plan import build_plan
 from rke_py.plan.components import REGISTRY, Component
 from rke_py.plan.model import ClusterPlan
+from rke_py.plan.rbac import rbac_objects
 from rke_py.state import ClusterState, nodes_from_rke_json, read_state, state_path_for
 
 
@@ -29,6 +31,7 @@ class Desired:
     joining: list[Node] = field(default_factory=list)  # etcd nodes new to a running cluster: member add
     joined: set[str] = field(default_factory=set)  # addresses of etcd members that joined a running cluster
     registry: tuple[Component, ...] = REGISTRY
+    objects: list[dict[str, Any]] = field(default_factory=list)  # kept in the Kubernetes API, in order
 
 
 def prepare(
@@ -56,4 +59,5 @@ def prepare(
         joining=joining,
         joined=joined,
         registry=registry,
+        objects=rbac_objects(loaded.config),
     )

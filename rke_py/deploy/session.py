@@ -12,11 +12,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from rke_py.config.schema import Node
-from rke_py.deploy.actions import AddMember, ClusterAction, HostAction
+from rke_py.deploy.actions import AddMember, ApplyObject, ClusterAction, HostAction
 from rke_py.deploy.apply import Target
 from rke_py.deploy.desired import Desired
 from rke_py.deploy.diff import diff_host
 from rke_py.deploy.nodesync import node_actions
+from rke_py.deploy.objects import object_actions
 from rke_py.deploy.observe import observe
 from rke_py.deploy.parallel import DEFAULT_CONCURRENCY, for_each
 from rke_py.deploy.reconcile import leaving_actions
@@ -140,9 +141,16 @@ class Session:
         )
 
     def cluster_actions(self) -> list[ClusterAction]:
-        """The Node changes, from what the API holds now (all of them while no apiserver runs yet)."""
+        """Changes to the objects rke-py keeps in the API and to the Nodes, from what the API holds now
+        (all of them while no apiserver runs yet)."""
         nodes = self.registered_nodes() if self.apiserver_running() else None
-        return node_actions(self.desired.config, nodes, self.desired.removed)
+        return [
+            *self.object_actions(running=nodes is not None),
+            *node_actions(self.desired.config, nodes, self.desired.removed),
+        ]
+
+    def object_actions(self, running: bool = True) -> list[ApplyObject]:
+        return object_actions(self.desired.objects, self.kube_api().find if running else None)
 
     def registered_nodes(self) -> dict[str, dict[str, Any]] | None:
         """Nodes by name, or None when no apiserver answers."""

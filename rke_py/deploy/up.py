@@ -1,7 +1,7 @@
 """`up` and `plan`: one list of phases, run for real or as a dry run.
 
-connect → preflight → prepare hosts (in the background) → etcd → control plane → kubeconfig → worker plane →
-hosts that left → state → cluster objects → verify.
+connect → preflight → prepare hosts (in the background) → etcd → control plane → kubeconfig → RBAC →
+worker plane → hosts that left → state → node labels and taints → verify.
 """
 
 from __future__ import annotations
@@ -254,11 +254,28 @@ class SaveState(Phase):
         save_state(self.r.desired, current=self.current)
 
 
-class ClusterObjects(Phase):
-    """What rke-py keeps in the Kubernetes API, re-read just before it is changed: new nodes register
-    during the worker plane, so the diff made at connect time is only what `plan` shows."""
+class ApplyObjects(Phase):
+    """The objects rke-py keeps in the API (RBAC first: without it no kubelet can register), re-read just
+    before they are applied, as soon as the control plane answers."""
 
-    key, title = "cluster", "cluster objects: node labels and taints"
+    key, title = "objects", "cluster objects: RBAC"
+
+    def __init__(self, run: Run):
+        self.r = run
+
+    def planned(self) -> Sequence[a.Action]:
+        return [x for x in self.r.cluster_actions if x.phase == self.key]
+
+    def run(self) -> None:
+        for action in self.r.session.object_actions():
+            self.r.applier.execute(action)
+
+
+class SyncNodes(Phase):
+    """Node labels and taints, and the Nodes of hosts that left, re-read just before they are changed: new
+    nodes register during the worker plane, so the diff made at connect time is only what `plan` shows."""
+
+    key, title = "nodes", "cluster objects: node labels and taints"
 
     def __init__(self, run: Run, attempts: int = 15, pause: float = 2):
         self.r = run
@@ -266,7 +283,7 @@ class ClusterObjects(Phase):
         self.pause = pause
 
     def planned(self) -> Sequence[a.Action]:
-        return self.r.cluster_actions
+        return [x for x in self.r.cluster_actions if x.phase == self.key]
 
     def run(self) -> None:
         session = self.r.session
@@ -320,10 +337,11 @@ def up_phases(run: Run) -> list[Phase]:
         EtcdPlane(run, prepared),
         control,
         Kubeconfig(run),
+        ApplyObjects(run),
         worker,
         RemovedHosts(run),
         SaveState(run, current=True),
-        ClusterObjects(run),
+        SyncNodes(run),
         Verify(run),
     ]
 

@@ -15,6 +15,8 @@ from typing import Any
 
 from rke_py.pki.certs import CertKeyPair
 
+FIELD_MANAGER = "rke-py"
+
 
 class KubeAPIError(Exception):
     """An HTTP error answer (`status` set) or no apiserver answering (`status` 0)."""
@@ -67,3 +69,18 @@ class KubeAPI:
 
     def merge_patch(self, path: str, body: Any) -> Any:
         return self.request("PATCH", path, body, "application/merge-patch+json")
+
+    def find(self, path: str) -> Any:
+        """The object at `path`, or None when the API says it does not exist."""
+        try:
+            return self.get(path)
+        except KubeAPIError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def apply(self, path: str, obj: Any) -> Any:
+        """Server-side apply under rke-py's field manager, taking over fields others set (JSON is YAML)."""
+        return self.request(
+            "PATCH", f"{path}?fieldManager={FIELD_MANAGER}&force=true", obj, "application/apply-patch+yaml"
+        )

@@ -37,6 +37,9 @@ def cluster_document(lab: Lab) -> dict[str, Any]:
             }
             for host in lab.hosts
         ],
+        # The lab brings its own pod network (lab-init writes each node's CNI config), as a user's own CNI
+        # would with `plugin: none`.
+        "network": {"plugin": "none"},
         "private_registries": [{"url": lab.registry, "is_default": True}],
         "system_images": {key: lab.images[image] for key, image in SYSTEM_IMAGES.items()},
     }

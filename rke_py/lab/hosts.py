@@ -100,6 +100,17 @@ def daemon_json(insecure_registry: str) -> bytes:
     return (json.dumps(config, indent=2) + "\n").encode()
 
 
+def pod_subnet(lab: Lab, host: LabHost) -> str:
+    """The pod subnet of a lab host: one /24 a host inside RKE's default cluster_cidr (10.42.0.0/16)."""
+    return f"10.42.{lab.hosts.index(host)}.0/24"
+
+
+def pod_network(lab: Lab, host: LabHost) -> str:
+    """The host's pod subnet, then `subnet via-address` for every other host (lab-init reads it)."""
+    others = [f"{pod_subnet(lab, h)} {h.address}" for h in lab.hosts if h is not host]
+    return "".join(line + "\n" for line in [pod_subnet(lab, host), *others])
+
+
 def _create_host(
     client: docker.DockerClient, lab: Lab, host: LabHost, image: LabImage, pubkey: str
 ) -> Container:
@@ -132,8 +143,9 @@ def _create_host(
         {
             "root/.ssh/authorized_keys": (pubkey.encode(), 0o600),
             "etc/docker/daemon.json": (daemon_json(lab.registry), 0o644),
+            "etc/rke-py-lab/network": (pod_network(lab, host).encode(), 0o644),
         },
-        {"root": 0o700, "root/.ssh": 0o700, "etc/docker": 0o755},
+        {"root": 0o700, "root/.ssh": 0o700, "etc/docker": 0o755, "etc/rke-py-lab": 0o755},
     )
     container.put_archive("/", archive)
     container.start()

@@ -66,6 +66,9 @@ def _etc(rootfs: Rootfs, users: list[str], groups: list[str]) -> None:
     rootfs.file("/etc/os-release", source="/etc/os-release")
 
 
+CNI_PLUGINS = ("bridge", "host-local", "loopback", "portmap")  # Debian's containernetworking-plugins
+
+
 def host_rootfs() -> tuple[Rootfs, list[str]]:
     """A lab host: sshd, dockerd with containerd and runc, the docker CLI, and the init that runs them."""
     r = Rootfs()
@@ -88,6 +91,9 @@ def host_rootfs() -> tuple[Rootfs, list[str]]:
     r.file("/etc/docker/daemon.json", data=lab_file("daemon.json"))
     r.file("/sbin/lab-init", data=lab_file("host-init.sh"), mode=0o755)
     r.file("/usr/local/bin/lab-runc", data=lab_file("lab-runc.sh"), mode=0o755)
+    r.file("/etc/rke-py-lab/10-lab.conflist", data=lab_file("cni-bridge.conflist"))
+    for plugin in CNI_PLUGINS:
+        r.binary(f"/usr/lib/cni/{plugin}")
     r.dir("/root/.ssh", 0o700)
     r.dir("/var/empty", 0o755)
     r.dir("/var/lib/docker", 0o710)

@@ -19,6 +19,10 @@ from pathlib import Path
 import pytest
 from kube_pki import LabCA
 
+from rke_py.config.schema import ClusterConfig
+from rke_py.deploy.objects import object_path
+from rke_py.plan.rbac import rbac_objects
+
 pytestmark = pytest.mark.lab
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,16 +55,19 @@ class Lab:
     ca: LabCA
     procs: list[subprocess.Popen] = field(default_factory=list)
 
-    def spawn(self, name: str, argv: list[str]) -> subprocess.Popen:
+    def spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
         log = open(self.directory / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+        environment = {**os.environ, **(env or {})}
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=environment)
         log.close()
         proc.log_path = self.directory / f"{name}.log"  # type: ignore[attr-defined]
         self.procs.append(proc)
         return proc
 
-    def component(self, name: str, component: str, *flags: str) -> subprocess.Popen:
-        return self.spawn(name, [sys.executable, "-m", "rke_py.lab.kube", component, *flags])
+    def component(
+        self, name: str, component: str, *flags: str, env: dict[str, str] | None = None
+    ) -> subprocess.Popen:
+        return self.spawn(name, [sys.executable, "-m", "rke_py.lab.kube", component, *flags], env)
 
     def stop(self, proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
         if proc.poll() is None:
@@ -242,8 +249,9 @@ def test_apiserver_authorizes_by_certificate_identity(lab: Lab, cluster: Cluster
     )
     scheduler = lab.client(cluster.port, "system:kube-scheduler")
     lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "probe"}}
-    assert scheduler("POST", leases_path("default"), lease)[0] == 403
+    # Bootstrap RBAC lets the scheduler create leases, but update only its own (reference answers).
     assert scheduler("POST", leases_path("kube-system"), lease)[0] == 201
+    assert scheduler("PUT", leases_path("kube-system", "probe"), lease)[0] == 403
     assert cluster.admin("DELETE", leases_path("kube-system", "probe"))[0] == 200
     stranger = lab.client(cluster.port, "someone")
     assert stranger("GET", "/api/v1/nodes")[0] == 403
@@ -375,14 +383,25 @@ def _node_ready(admin: Client, name: str) -> str:
     return next(c["status"] for c in node["status"]["conditions"] if c["type"] == "Ready")
 
 
-def _kubelet(lab: Lab, cluster: Cluster, name: str) -> subprocess.Popen:
+def _cni_dir(lab: Lab, configured: bool) -> Path:
+    """A CNI config directory as a network plugin leaves it, or empty (no plugin yet)."""
+    directory = lab.directory / ("cni-configured" if configured else "cni-empty")
+    directory.mkdir(exist_ok=True)
+    if configured:
+        (directory / "10-lab.conflist").write_text('{"cniVersion": "0.4.0", "name": "lab", "plugins": []}')
+    return directory
+
+
+def _kubelet(lab: Lab, cluster: Cluster, name: str, cni: bool = True) -> tuple[subprocess.Popen, int]:
+    """A kubelet with RKE's shared kube-node identity; returns it and its kubelet API port."""
     kubeconfig = lab.kubeconfig(f"kube-node-{name}", cluster.port, "system:node", ("system:nodes",))
-    health = free_port()
+    health, port = free_port(), free_port()
+    cert, key = lab.ca.issue(f"kubelet-{name}", f"kube-kubelet-{name}", ips=("127.0.0.1",))
     proc = lab.component(
         name,
         "kubelet",
         "--address=127.0.0.1",
-        f"--port={free_port()}",
+        f"--port={port}",
         "--anonymous-auth=false",
         f"--client-ca-file={lab.ca.path}",
         "--cloud-provider=",
@@ -395,10 +414,13 @@ def _kubelet(lab: Lab, cluster: Cluster, name: str) -> subprocess.Popen:
         "--cgroup-driver=cgroupfs",
         f"--healthz-port={health}",
         "--node-status-update-frequency=2s",
+        f"--tls-cert-file={cert}",
+        f"--tls-private-key-file={key}",
+        env={"RKE_PY_LAB_CNI_CONF_DIR": str(_cni_dir(lab, cni))},
     )
     conn = lambda: http.client.HTTPConnection("127.0.0.1", health, timeout=2)  # noqa: E731
     wait_for("kubelet /healthz", lambda: _get(conn(), "/healthz") == (200, "ok"))
-    return proc
+    return proc, port
 
 
 def _get(conn: http.client.HTTPConnection, path: str) -> tuple[int, str]:
@@ -407,9 +429,62 @@ def _get(conn: http.client.HTTPConnection, path: str) -> tuple[int, str]:
     return response.status, response.read().decode()
 
 
+def _apply(admin: Client, obj: dict) -> None:
+    """Server-side apply, as rke-py applies its cluster objects."""
+    path = object_path(obj) + "?fieldManager=rke-py&force=true"
+    code, body = admin("PATCH", path, obj, Content_Type="application/apply-patch+yaml")
+    assert code in (200, 201), body
+
+
+def test_kubelets_with_rkes_node_certificate_are_refused_until_group_system_nodes_is_bound(
+    lab: Lab, cluster: Cluster
+) -> None:
+    """As on real Kubernetes v1.28: the shared identity is no node to the Node authorizer, and
+    Kubernetes' own system:node binding has no subjects."""
+    kubelet, _ = _kubelet(lab, cluster, "lab-0")
+    refused = 'nodes is forbidden: User "system:node" cannot create resource "nodes" in API group ""'
+    wait_for("the refusal in the kubelet's log", lambda: refused in kubelet.log_path.read_text())
+    assert cluster.admin("GET", "/api/v1/nodes/lab-0")[0] == 404
+    binding = next(o for o in rbac_objects(ClusterConfig()) if o["metadata"]["name"] == "system:node")
+    _apply(cluster.admin, binding)
+    wait_for("node lab-0 registered", lambda: cluster.admin("GET", "/api/v1/nodes/lab-0")[0] == 200)
+    lab.stop(kubelet)
+
+
+def test_a_node_without_a_cni_config_is_not_ready(lab: Lab, cluster: Cluster) -> None:
+    _kubelet(lab, cluster, "lab-nocni", cni=False)
+    wait_for("node lab-nocni registered", lambda: cluster.admin("GET", "/api/v1/nodes/lab-nocni")[0] == 200)
+    wait_for("its status", lambda: _node_ready(cluster.admin, "lab-nocni") == "False")
+    node = cluster.admin("GET", "/api/v1/nodes/lab-nocni")[1]
+    ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
+    assert ready["reason"] == "KubeletNotReady"
+    assert "NetworkReady=false reason:NetworkPluginNotReady" in ready["message"]
+    assert "cni config uninitialized" in ready["message"]
+
+
+def test_the_kubelet_api_answers_the_apiserver_only_once_rbac_allows_it(lab: Lab, cluster: Cluster) -> None:
+    _, port = _kubelet(lab, cluster, "lab-api")
+    as_apiserver = lab.client(port, "kube-apiserver")
+    logs = "/containerLogs/default/web/nginx"
+    assert as_apiserver("GET", logs) == (
+        403,
+        "Forbidden (user=kube-apiserver, verb=get, resource=nodes, subresource=proxy)",
+    )
+    assert as_apiserver("POST", "/exec/default/web/nginx?command=ls")[0] == 403
+    for obj in rbac_objects(ClusterConfig()):
+        _apply(cluster.admin, obj)
+    wait_for("the kubelet API to let the apiserver in", lambda: as_apiserver("GET", logs)[0] == 404)
+    assert as_apiserver("GET", logs)[1] == 'pod "default/web" not found: the lab kubelet runs no pods'
+    stranger = lab.client(port, "someone")
+    assert stranger("GET", logs)[0] == 403
+
+
 @pytest.fixture(scope="module")
 def node(lab: Lab, cluster: Cluster) -> str:
-    """A kubelet registered as lab-1, with the taint RKE gives a controlplane-only node."""
+    """A kubelet registered as lab-1, with the taint RKE gives a controlplane-only node, once the binding
+    rke-py applies lets kubelets in."""
+    for obj in rbac_objects(ClusterConfig()):
+        _apply(cluster.admin, obj)
     _kubelet(lab, cluster, "lab-1")
     return "lab-1"
 
@@ -429,7 +504,7 @@ def test_kubelet_registers_a_ready_node_with_its_taints(cluster: Cluster, node: 
 
 
 def test_controller_manager_marks_a_silent_node_not_ready(lab: Lab, cluster: Cluster, node: str) -> None:
-    kubelet = _kubelet(lab, cluster, "lab-2")
+    kubelet, _ = _kubelet(lab, cluster, "lab-2")
     wait_for("node lab-2 Ready", lambda: _node_ready(cluster.admin, "lab-2") == "True")
     kubeconfig = lab.kubeconfig("kcm-grace", cluster.port, "system:kube-controller-manager")
     lab.component(

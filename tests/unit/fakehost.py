@@ -199,13 +199,29 @@ class FakeHost:
 
 
 class FakeKube(KubeAPI):
-    """Nodes only: GET (one, all), merge PATCH of labels and taints, DELETE."""
+    """Nodes (GET one or all, merge PATCH of labels and taints, DELETE) and other objects (GET, apply).
+
+    As on real Kubernetes, a kubelet with RKE's shared certificate registers its Node only once group
+    system:nodes is bound to a role; until then it keeps trying."""
 
     def __init__(self) -> None:
         self.nodes: dict[str, dict[str, Any]] = {}
+        self.objects: dict[str, dict[str, Any]] = {}
         self.calls: list[str] = []
+        self.waiting: list[Node] = []
+        self.refused: list[str] = []  # nodes that tried to register before they were allowed to
+
+    def nodes_allowed(self) -> bool:
+        binding = self.objects.get("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/system:node")
+        return binding is not None and {"kind": "Group", "name": "system:nodes"}.items() <= (
+            binding["subjects"][0].items()
+        )
 
     def register(self, node: Node) -> None:
+        if not self.nodes_allowed():
+            self.waiting.append(node)
+            self.refused.append(node.name)
+            return
         self.nodes.setdefault(node.name, {"metadata": {"name": node.name, "labels": {}}, "spec": {}})
 
     def request(
@@ -214,6 +230,8 @@ class FakeKube(KubeAPI):
         self.calls.append(f"{method} {path}")
         if path == "/api/v1/nodes" and method == "GET":
             return {"items": list(self.nodes.values())}
+        if not path.startswith("/api/v1/nodes/"):
+            return self._object(method, path, body, content_type)
         name = path.removeprefix("/api/v1/nodes/")
         if name not in self.nodes:
             raise KubeAPIError(f"{method} {path}: HTTP 404: not found", 404)
@@ -229,6 +247,18 @@ class FakeKube(KubeAPI):
                     labels[key] = value
             node["spec"]["taints"] = body["spec"]["taints"]
         return node
+
+    def _object(self, method: str, path: str, body: Any, content_type: str) -> Any:
+        base, _, query = path.partition("?")
+        if method == "PATCH" and content_type == "application/apply-patch+yaml" and "fieldManager=" in query:
+            self.objects[base] = body
+            waiting, self.waiting = self.waiting, []
+            for node in waiting:
+                self.register(node)
+            return body
+        if method == "GET" and base in self.objects:
+            return self.objects[base]
+        raise KubeAPIError(f"{method} {path}: HTTP 404: not found", 404)
 
 
 class FakeConnector:

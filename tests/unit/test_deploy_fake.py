@@ -135,6 +135,33 @@ def test_a_replacement_that_fails_its_health_check_puts_the_old_container_back(t
     assert "old-kube-scheduler" not in docker.names()
 
 
+def test_rbac_is_applied_before_the_kubelets_start_and_left_alone_after(tmp_path):
+    """Without the system:node binding no kubelet with RKE's certificate can register."""
+    cluster = Cluster(tmp_path)
+    planned = cluster.plan()
+    assert [(a.kind, a.target, a.reason) for a in planned.cluster_actions if a.phase == "objects"] == [
+        ("apply", "clusterrolebinding/system:node", "the cluster is not running yet"),
+        ("apply", "clusterrole/proxy-clusterrole-kubeapiserver", "the cluster is not running yet"),
+        (
+            "apply",
+            "clusterrolebinding/proxy-role-binding-kubernetes-master",
+            "the cluster is not running yet",
+        ),
+    ]
+    cluster.up()
+    kube = cluster.world.kube
+    assert set(kube.nodes) == {"10.0.0.1", "10.0.0.2", "10.0.0.3"}
+    assert kube.refused == []  # the binding was there before any kubelet started
+    applies = [i for i, c in enumerate(kube.calls) if c.startswith("PATCH /apis/rbac")]
+    assert len(applies) == 3
+    kube.calls.clear()
+    assert cluster.up().changed == 0
+    assert not any(c.startswith("PATCH /apis/rbac") for c in kube.calls)
+    kube.objects["/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/system:node"]["subjects"] = []
+    [fix] = [a for a in cluster.plan().cluster_actions if a.phase == "objects"]
+    assert (fix.target, fix.reason) == ("clusterrolebinding/system:node", "subjects differ")
+
+
 def test_plan_lists_a_node_label_change_and_up_applies_it(tmp_path):
     cluster = Cluster(tmp_path)
     cluster.up()

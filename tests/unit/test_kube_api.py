@@ -1,42 +1,75 @@
 """Pure parts of the lab kube-apiserver: who may do what, patches, selectors and kubectl's tables."""
 
+from pathlib import Path
+
 import pytest
 
-from rke_py.lab.kube import objects, resources
+from rke_py.lab.kube import objects, rbac, resources
 from rke_py.lab.kube.apiserver import Authorizer, Request, User
 
 LEASES = resources.lookup("coordination.k8s.io", "v1", "leases", True)
 NODES = resources.lookup("", "v1", "nodes", False)
 CONFIGMAPS = resources.lookup("", "v1", "configmaps", True)
-RBAC = Authorizer(["Node", "RBAC"])
+BOOTSTRAP = rbac.bootstrap_objects()
+NODES_BINDING = {  # what rke-py applies (plan/rbac.py)
+    "kind": "ClusterRoleBinding",
+    "metadata": {"name": "system:node"},
+    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:node"},
+    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:nodes"}],
+}
+NEW_CLUSTER = Authorizer(["Node", "RBAC"], lambda: rbac.Policy.from_objects(BOOTSTRAP))
+WITH_BINDING = Authorizer(["Node", "RBAC"], lambda: rbac.Policy.from_objects([*BOOTSTRAP, NODES_BINDING]))
 
 
 def allowed(
-    user: User, verb: str, res: resources.Resource, ns: str = "", name: str = "", sub: str = ""
+    user: User,
+    verb: str,
+    res: resources.Resource,
+    ns: str = "",
+    name: str = "",
+    sub: str = "",
+    authorizer: Authorizer = NEW_CLUSTER,
 ) -> bool:
     body = {"metadata": {"name": name}} if verb == "create" else None
-    return RBAC.allowed(user, verb, "", Request(verb, res, ns, "" if verb == "create" else name, sub, body))
+    request = Request(verb, res, ns, "" if verb == "create" else name, sub, body)
+    return authorizer.allowed(user, verb, "", request)
 
 
 def test_leader_election_identities_write_only_their_leases() -> None:
     kcm = User("system:kube-controller-manager", ("system:authenticated",))
     assert allowed(kcm, "update", LEASES, "kube-system", "kube-controller-manager")
     assert allowed(kcm, "list", CONFIGMAPS)
-    assert not allowed(kcm, "update", LEASES, "default", "x")
+    assert not allowed(kcm, "update", LEASES, "kube-system", "kube-scheduler")
     assert not allowed(kcm, "create", CONFIGMAPS, "kube-system", "x")
+    # as the node-controller service account its controllers run as
     assert allowed(kcm, "update", NODES, "", "lab-1", "status")
 
 
-def test_nodes_touch_only_their_own_objects() -> None:
-    shared = User("system:node", ("system:nodes", "system:authenticated"))  # RKE's kube-node certificate
+def test_the_shared_node_identity_gets_nothing_until_rke_py_binds_group_system_nodes() -> None:
+    """Real kube-apiserver v1.28: RKE's kube-node certificate (CN system:node) is no node to the Node
+    authorizer, and Kubernetes' own system:node binding has no subjects (reference authorization answers)."""
+    shared = User("system:node", ("system:nodes", "system:authenticated"))
+    assert not allowed(shared, "create", NODES, "", "lab-9")
+    assert not allowed(shared, "patch", NODES, "", "lab-9", "status")
+    assert not allowed(shared, "update", LEASES, "kube-node-lease", "lab-9")
+    assert allowed(shared, "create", NODES, "", "lab-9", authorizer=WITH_BINDING)
+    assert allowed(shared, "update", LEASES, "kube-node-lease", "lab-9", authorizer=WITH_BINDING)
+
+
+def test_a_per_node_identity_touches_only_its_own_objects() -> None:
     own = User("system:node:lab-1", ("system:nodes", "system:authenticated"))
-    assert allowed(shared, "create", NODES, "", "lab-9")
     assert allowed(own, "create", NODES, "", "lab-1")
     assert not allowed(own, "create", NODES, "", "lab-2")
     assert allowed(own, "patch", NODES, "", "lab-1", "status")
-    assert allowed(own, "create", LEASES, "kube-node-lease", "lab-1")
+    assert allowed(own, "update", LEASES, "kube-node-lease", "lab-1")
     assert not allowed(own, "update", LEASES, "kube-system", "kube-scheduler")
     assert not allowed(own, "delete", NODES, "", "lab-1")
+
+
+def test_the_apiserver_may_not_use_the_kubelet_api_on_a_new_cluster() -> None:
+    apiserver = User("kube-apiserver", ("system:authenticated",))
+    for sub in ("proxy", "log"):
+        assert not allowed(apiserver, "get", NODES, "", "lab-1", sub)
 
 
 def test_masters_do_anything_and_strangers_nothing_but_health() -> None:
@@ -44,9 +77,12 @@ def test_masters_do_anything_and_strangers_nothing_but_health() -> None:
     stranger = User("someone", ("system:authenticated",))
     assert allowed(admin, "delete", NODES, "", "lab-1")
     assert not allowed(stranger, "get", NODES, "", "lab-1")
-    assert RBAC.allowed(stranger, "get", "/healthz", None)
-    assert RBAC.allowed(stranger, "get", "/apis", None)
-    assert not RBAC.allowed(stranger, "get", "/metrics", None)
+    assert NEW_CLUSTER.allowed(stranger, "get", "/healthz", None)
+    assert NEW_CLUSTER.allowed(stranger, "get", "/apis", None)
+    assert not NEW_CLUSTER.allowed(stranger, "get", "/metrics", None)
+    anonymous = User("system:anonymous", ("system:unauthenticated",))
+    assert NEW_CLUSTER.allowed(anonymous, "get", "/version", None)
+    assert not NEW_CLUSTER.allowed(anonymous, "get", "/apis", None)
 
 
 def test_merge_patch() -> None:
@@ -164,3 +200,27 @@ def test_keys_follow_the_real_etcd_layout() -> None:
     widget = resources.lookup("apps", "v1", "widgets", True)
     assert widget is not None and widget.key("/registry", "ns", "w") == "/registry/apps/widgets/ns/w"
     assert resources.lookup("nope.example.com", "v1", "widgets", True) is None
+
+
+ANSWERS = Path(__file__).parents[1] / "fixtures" / "authorization-answers-v1.28.0.tsv"
+
+
+def _question(text: str) -> tuple[str, resources.Resource, str, str, str]:
+    """`kubectl auth can-i` arguments → (verb, resource, namespace, name, subresource)."""
+    words = text.split()
+    verb, what = words[0], words[1]
+    ns = words[words.index("-n") + 1] if "-n" in words else ""
+    sub = next((w.split("=", 1)[1] for w in words if w.startswith("--subresource=")), "")
+    plural, _, name = what.partition("/")
+    plural, dot, group = plural.partition(".")
+    found = [r for r in resources.RESOURCES if r.plural == plural and (not dot or r.group == group)]
+    assert found, f"the lab does not know {what}"
+    return verb, found[0], ns, name, sub
+
+
+@pytest.mark.parametrize("row", ANSWERS.read_text().splitlines()[1:])
+def test_the_lab_answers_as_a_real_v1_28_apiserver_before_anything_is_applied(row: str) -> None:
+    user, groups, question, answer = row.split("\t")
+    identity = User(user, (*filter(None, groups.split(",")), "system:authenticated"))
+    verb, res, ns, name, sub = _question(question)
+    assert allowed(identity, verb, res, ns, name, sub) == (answer == "yes"), row

@@ -30,6 +30,27 @@ dockerd_pid=$!
 sshd_pid=$!
 log "started dockerd ($dockerd_pid) and sshd ($sshd_pid)"
 
+# The lab's pod network, as a user's own CNI would run it with `network: plugin: none`: while a kubelet
+# runs here, this node has a CNI config (a bridge on its own pod subnet, /etc/rke-py-lab/network line 1),
+# the plugins in /opt/cni/bin, and routes to the other nodes' pod subnets (the following lines).
+# `rke-py remove` wipes /etc/cni and /opt/cni as RKE does; with no kubelet left, nothing comes back.
+lab_network() {
+    [ -f /etc/rke-py-lab/network ] || return 0
+    running=$(docker ps -q --filter name=^kubelet$ --filter status=running 2>/dev/null)
+    [ -n "$running" ] || return 0
+    if [ ! -f /etc/cni/net.d/10-lab.conflist ]; then
+        subnet=$(head -n 1 /etc/rke-py-lab/network)
+        mkdir -p /etc/cni/net.d /opt/cni/bin
+        cp /usr/lib/cni/* /opt/cni/bin/ 2>/dev/null
+        sed "s#@SUBNET@#$subnet#" /etc/rke-py-lab/10-lab.conflist >/etc/cni/net.d/10-lab.conflist.tmp &&
+            mv /etc/cni/net.d/10-lab.conflist.tmp /etc/cni/net.d/10-lab.conflist &&
+            log "pod network: CNI config for $subnet written"
+    fi
+    tail -n +2 /etc/rke-py-lab/network | while read -r dst via; do
+        ip route replace "$dst" via "$via" 2>/dev/null
+    done
+}
+
 stop() {
     log "stopping"
     kill -TERM "$sshd_pid" "$dockerd_pid" 2>/dev/null
@@ -46,6 +67,7 @@ while :; do
         dockerd --config-file /etc/docker/daemon.json >>/var/log/dockerd.log 2>&1 &
         dockerd_pid=$!
     fi
+    lab_network
     sleep 2 &
     wait $!
 done

@@ -13,9 +13,9 @@ import time
 import urllib.parse
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from rke_py.lab.kube import log, objects, resources, serve
+from rke_py.lab.kube import log, objects, rbac, resources, serve
 from rke_py.lab.kube.etcd import EtcdClient, EtcdError, KeyValue
 from rke_py.lab.kube.flags import FlagError, Flags
 from rke_py.lab.kube.resources import Resource
@@ -41,11 +41,10 @@ _FILE_FLAGS = (
     "tls-private-key-file",
 )
 _AUTHZ_MODES = {"AlwaysAllow", "AlwaysDeny", "ABAC", "Webhook", "RBAC", "Node"}
-_PUBLIC_PATHS = re.compile(r"^/(healthz|livez|readyz)(/.*)?$|^/version/?$")
-_DISCOVERY_PATHS = re.compile(r"^/(api|apis)(/.*)?$|^/openapi/.*$|^/$")
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _CONFLICT_RETRIES = 5
 _WATCH_POLL = 0.5
+_POLICY_TTL = 1.0  # seconds a read of the stored RBAC objects is reused
 
 
 class ApiStatus(Exception):
@@ -117,47 +116,62 @@ def validate(flags: Flags) -> None:
 
 
 class Authorizer:
-    """A fixed policy equal to what Kubernetes' bootstrap RBAC roles and the Node authorizer grant the
-    identities RKE uses. RBAC objects applied to the lab are stored but not evaluated."""
+    """``--authorization-mode`` as the real apiserver applies it: group system:masters first, then the
+    Node authorizer, then RBAC evaluated from the stored objects (read at most once a second)."""
 
-    def __init__(self, modes: list[str]) -> None:
+    def __init__(self, modes: list[str], load_policy: Callable[[], rbac.Policy]) -> None:
         self.modes = modes
+        self.node = rbac.NodeAuthorizer() if "Node" in modes else None
+        self._load = load_policy
+        self._policy: rbac.Policy | None = None
+        self._loaded = 0.0
+        self._lock = threading.Lock()
+
+    def policy(self) -> rbac.Policy:
+        with self._lock:
+            if self._policy is None or time.monotonic() - self._loaded > _POLICY_TTL:
+                self._policy, self._loaded = self._load(), time.monotonic()
+            return self._policy
 
     def allowed(self, user: User, verb: str, path: str, req: Request | None) -> bool:
-        if "AlwaysDeny" in self.modes and len(self.modes) == 1:
+        if self.modes == ["AlwaysDeny"]:
             return False
-        if "system:masters" in user.groups or self.modes == ["AlwaysAllow"]:
+        if "system:masters" in user.groups or "AlwaysAllow" in self.modes:
             return True
+        return self.decide(self.attributes(user, verb, path, req))
+
+    @staticmethod
+    def attributes(user: User, verb: str, path: str, req: Request | None) -> rbac.Attributes:
         if req is None:
-            if _PUBLIC_PATHS.match(path):
-                return True
-            return bool(_DISCOVERY_PATHS.match(path)) and "system:authenticated" in user.groups
-        read = verb in ("get", "list", "watch")
-        res, ns, sub = req.resource, req.namespace, req.subresource
-        writes = verb in ("create", "update", "patch")
-        lease = res.group == "coordination.k8s.io" and res.plural == "leases"
-        event = res.plural == "events" and verb in ("create", "update", "patch")
-        if user.name in ("system:kube-controller-manager", "system:kube-scheduler"):
-            node_status = user.name == "system:kube-controller-manager" and res.plural == "nodes"
-            return (
-                read
-                or event
-                or (lease and ns == "kube-system" and writes)
-                or (node_status and sub == "status" and verb in ("update", "patch"))
-            )
-        if "system:nodes" in user.groups:
-            # RKE's kube-node certificate is shared by every node (CN system:node); a per-node
-            # certificate (CN system:node:<name>) may only touch its own objects.
-            own = user.name == "system:node" or user.name == f"system:node:{req.object_name}"
-            node = res.group == "" and res.plural == "nodes"
-            return (
-                read
-                or event
-                or (node and writes and own)
-                or (lease and ns == "kube-node-lease" and (writes or verb == "delete") and own)
-            )
-        if user.name == "system:kube-proxy":
-            return read or event
+            return rbac.Attributes(user.name, user.groups, verb, path=path)
+        res = req.resource
+        return rbac.Attributes(
+            user.name,
+            user.groups,
+            verb,
+            res.group,
+            res.plural,
+            req.subresource,
+            req.namespace,
+            req.object_name,
+        )
+
+    def decide(self, attrs: rbac.Attributes) -> bool:
+        if "system:masters" in attrs.groups:
+            return True
+        if self.node is not None and self.node.allows(attrs):
+            return True
+        if "RBAC" not in self.modes:
+            return False
+        policy = self.policy()
+        if policy.allows(attrs):
+            return True
+        # Lab shortcut: the real controller-manager runs its controllers as their service accounts
+        # (--use-service-account-credentials); the lab one has no tokens, so its node lifecycle check is
+        # judged as the node-controller service account that bootstrap RBAC grants it.
+        if attrs.user == "system:kube-controller-manager":
+            controller = "system:serviceaccount:kube-system:node-controller"
+            return policy.allows(replace(attrs, user=controller, groups=("system:serviceaccounts",)))
         return False
 
 
@@ -172,7 +186,8 @@ class ApiServer:
             flags.get("etcd-cafile"),
         )
         self.anonymous = bool(flags.get("anonymous-auth", True))
-        self.authorizer = Authorizer(str(flags.get("authorization-mode", "AlwaysAllow")).split(","))
+        modes = str(flags.get("authorization-mode", "AlwaysAllow")).split(",")
+        self.authorizer = Authorizer(modes, self.stored_policy)
         self.audit_path = flags.get("audit-log-path")
         self._audit_lock = threading.Lock()
         self.ready = threading.Event()
@@ -212,7 +227,12 @@ class ApiServer:
         name = meta.get("name", "")
         if not name:
             raise ApiStatus(422, "Invalid", f'{res.kind} "" is invalid: metadata.name: Required value')
-        if not _NAME.match(name) and res.plural not in ("events",):
+        # RBAC objects need only be valid path segments (system:node), events anything; the rest are DNS
+        # subdomains.
+        path_segment = (
+            res.group == "rbac.authorization.k8s.io" and name not in (".", "..") and "/" not in name
+        )
+        if not _NAME.match(name) and not path_segment and res.plural not in ("events",):
             message = (
                 f'{res.kind} "{name}" is invalid: metadata.name: Invalid value: "{name}": a lowercase '
                 "RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.'"
@@ -319,6 +339,15 @@ class ApiServer:
                 return old
         raise _conflict(req.resource, req.name)
 
+    def stored_policy(self) -> rbac.Policy:
+        objects: list[dict] = []
+        for plural in ("clusterroles", "clusterrolebindings", "roles", "rolebindings"):
+            res = resources.lookup(
+                "rbac.authorization.k8s.io", "v1", plural, plural in ("roles", "rolebindings")
+            )
+            objects += self.list(res, "")[0]
+        return rbac.Policy.from_objects(objects)
+
     # ---- bootstrap ----
 
     def bootstrap(self) -> None:
@@ -348,6 +377,7 @@ class ApiServer:
                             log.info(f"created namespace {name}")
                 if self.etcd.get(svc_res.key(self.prefix, "default", "kubernetes")) is None:
                     self.create(svc_res, "default", json.loads(json.dumps(service)))
+                self._bootstrap_policy()
                 break
             except ApiStatus as exc:
                 if exc.body["reason"] != "AlreadyExists":
@@ -357,6 +387,46 @@ class ApiServer:
                 time.sleep(2)
         self.ready.set()
         log.info("bootstrap done: system namespaces exist")
+
+    def _bootstrap_policy(self) -> None:
+        """Kubernetes' own bootstrap Roles, ClusterRoles and bindings, created where missing."""
+        for obj in rbac.bootstrap_objects():
+            plural = obj["kind"].lower() + "s"
+            namespace = obj["metadata"].get("namespace", "")
+            res = resources.lookup("rbac.authorization.k8s.io", "v1", plural, bool(namespace))
+            if self.etcd.get(res.key(self.prefix, namespace, obj["metadata"]["name"])) is None:
+                self.create(res, namespace, json.loads(json.dumps(obj)))
+
+    def review(self, body: object) -> dict:
+        """A SubjectAccessReview: what the authorizer answers for the user and request in its spec."""
+        spec = (body or {}).get("spec") if isinstance(body, dict) else None
+        if not isinstance(spec, dict) or not spec.get("user"):
+            raise ApiStatus(422, "Invalid", "SubjectAccessReview is invalid: spec.user: Required value")
+        groups = tuple(spec.get("groups") or ())
+        res, path = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
+        if isinstance(res, dict):
+            attrs = rbac.Attributes(
+                spec["user"],
+                groups,
+                res.get("verb", ""),
+                res.get("group", ""),
+                res.get("resource", ""),
+                res.get("subresource", ""),
+                res.get("namespace", ""),
+                res.get("name", ""),
+            )
+        elif isinstance(path, dict):
+            attrs = rbac.Attributes(spec["user"], groups, path.get("verb", ""), path=path.get("path", ""))
+        else:
+            raise ApiStatus(
+                422,
+                "Invalid",
+                "SubjectAccessReview is invalid: exactly one of resourceAttributes "
+                "or nonResourceAttributes must be set",
+            )
+        allowed = self.authorizer.decide(attrs)
+        reason = "" if allowed else "no RBAC policy matched"
+        return {**body, "status": {"allowed": allowed, "reason": reason}}
 
     def health(self, path: str, verbose: bool) -> tuple[int, str]:
         checks = [("ping", None)]
@@ -413,20 +483,6 @@ class ApiServer:
                 handle.write(line)
 
 
-def _peer_user(sock: ssl.SSLSocket) -> User | None:
-    cert = sock.getpeercert()
-    if not cert:
-        return None
-    cn, groups = "", []
-    for rdn in cert.get("subject", ()):
-        for key, value in rdn:
-            if key == "commonName":
-                cn = value
-            elif key == "organizationName":
-                groups.append(value)
-    return User(cn, (*groups, "system:authenticated"))
-
-
 def _selector(query: dict, kind: str) -> Callable[[dict], bool]:
     """The labelSelector and fieldSelector of a list or watch, as one predicate."""
     tests = []
@@ -477,7 +533,8 @@ class Handler(serve.Handler):
         raw = self.rfile.read(length) if length else b""
         verb = self.command.lower()
         try:
-            user = _peer_user(self.connection)
+            peer = serve.peer_identity(self.connection)
+            user = User(*peer) if peer else None
             if user is None:
                 if not self.api.anonymous:
                     raise ApiStatus(401, "Unauthorized", "Unauthorized")
@@ -630,6 +687,12 @@ class Handler(serve.Handler):
             self._reply(200, self.api.delete(req, body if isinstance(body, dict) else {}, dry_run))
             return
         content_type = (self.headers.get("Content-Type") or "application/json").split(";")[0].strip()
+        if res.plural == "subjectaccessreviews":
+            self._reply(201, self.api.review(body))
+            return
+        if req.verb == "patch" and content_type == "application/apply-patch+yaml":
+            self._apply(req, query, body, dry_run)
+            return
         if req.verb == "patch":
             if content_type not in (
                 "application/merge-patch+json",
@@ -670,6 +733,26 @@ class Handler(serve.Handler):
             self._reply(201, self.api.create(res, req.namespace, body, dry_run))
         else:
             self._reply(200, self.api.update(req, body, dry_run))
+
+    def _apply(self, req: Request, query: dict, body: object, dry_run: bool) -> None:
+        """Server-side apply, simplified: create when missing, else merge what was sent (no managed
+        fields, so no conflicts between managers). Sent as JSON, which YAML includes."""
+        if not query.get("fieldManager", [""])[0]:
+            message = (
+                'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: '
+                "is required for apply patch"
+            )
+            raise ApiStatus(422, "Invalid", message)
+        if not isinstance(body, dict):
+            raise ApiStatus(400, "BadRequest", "the body of an apply patch must be an object")
+        try:
+            self.api.read(req.resource, req.namespace, req.name)
+        except ApiStatus as exc:
+            if exc.body["reason"] != "NotFound":
+                raise
+            self._reply(201, self.api.create(req.resource, req.namespace, body, dry_run))
+            return
+        self._reply(200, self.api.patch(req, "application/merge-patch+json", body, dry_run))
 
     def _watch(self, req: Request, query: dict, selected: Callable[[dict], bool]) -> None:
         """A watch, made by polling etcd: the changes between polls are sent as watch events.

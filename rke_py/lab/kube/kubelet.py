@@ -1,9 +1,14 @@
-"""kubelet stand-in: registers its Node (standard labels, --register-with-taints, addresses), keeps it
-Ready with a status heartbeat and a Lease in kube-node-lease, and serves /healthz. It runs no pods."""
+"""kubelet stand-in: registers its Node (standard labels, --register-with-taints, addresses), keeps its
+status with a heartbeat and a Lease in kube-node-lease, and serves /healthz. It runs no pods.
+
+As the real kubelet with cri-dockerd: the node is Ready only once a CNI config exists in /etc/cni/net.d,
+and the kubelet API (port 10250) authenticates client certificates against --client-ca-file and asks the
+apiserver (a SubjectAccessReview, as --authorization-mode=Webhook does) before it answers anything."""
 
 import os
 import platform
 import socket
+import ssl
 import threading
 import time
 
@@ -15,6 +20,37 @@ _EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 _LEASE_SECONDS = 40
 _ARCH = {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm"}
 _FILE_FLAGS = ("kubeconfig", "client-ca-file", "tls-cert-file", "tls-private-key-file")
+# Where cri-dockerd reads CNI configs; the variable lets tests run a kubelet outside a lab host.
+CNI_CONF_DIR = os.environ.get("RKE_PY_LAB_CNI_CONF_DIR", "/etc/cni/net.d")
+NETWORK_NOT_READY = (
+    "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady "
+    "message:docker: network plugin is not ready: cni config uninitialized"
+)
+# The kubelet API's subresource of nodes for a path (the real kubelet's authorizer attributes).
+_SUBRESOURCES = {"stats": "stats", "metrics": "metrics", "logs": "log", "spec": "spec"}
+_VERBS = {
+    "GET": "get",
+    "HEAD": "get",
+    "POST": "create",
+    "PUT": "update",
+    "PATCH": "patch",
+    "DELETE": "delete",
+}
+
+
+def network_ready(conf_dir: str = CNI_CONF_DIR) -> bool:
+    """Whether a CNI network config exists, as cri-dockerd's CNI plugin decides it."""
+    try:
+        names = os.listdir(conf_dir)
+    except OSError:
+        return False
+    return any(n.endswith((".conf", ".conflist", ".json")) for n in names)
+
+
+def api_attributes(method: str, path: str) -> tuple[str, str]:
+    """(verb, subresource of nodes) the real kubelet authorizes a kubelet API request as."""
+    first = path.split("?", 1)[0].strip("/").split("/", 1)[0]
+    return _VERBS.get(method, "get"), _SUBRESOURCES.get(first, "proxy")
 
 
 def parse_taints(text: str) -> list[dict]:
@@ -112,7 +148,9 @@ class Kubelet:
                 condition(
                     "PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"
                 ),
-                condition("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
+                condition("Ready", "True", "KubeletReady", "kubelet is posting ready status")
+                if network_ready()
+                else condition("Ready", "False", "KubeletNotReady", NETWORK_NOT_READY),
             ],
             "addresses": self._addresses(),
             "daemonEndpoints": {"kubeletEndpoint": {"Port": int(self.flags.get("port", 10250))}},
@@ -179,6 +217,25 @@ class Kubelet:
             }
             self.client.create(path.rsplit("/", 1)[0], lease)
 
+    def authorized(self, user: str, groups: tuple[str, ...], verb: str, subresource: str) -> bool:
+        """Ask the apiserver, as the kubelet's webhook authorizer does; ApiError when it cannot answer."""
+        review = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {
+                "user": user,
+                "groups": list(groups),
+                "resourceAttributes": {
+                    "verb": verb,
+                    "resource": "nodes",
+                    "subresource": subresource,
+                    "name": self.name,
+                },
+            },
+        }
+        answer = self.client.create("/apis/authorization.k8s.io/v1/subjectaccessreviews", review)
+        return bool((answer.get("status") or {}).get("allowed"))
+
     def loop(self) -> None:
         period = float(self.flags.get("node-status-update-frequency", 10.0))
         while True:
@@ -191,6 +248,46 @@ class Kubelet:
                 time.sleep(2)
                 continue
             time.sleep(period)
+
+
+def api_handler(kubelet: Kubelet, anonymous: bool) -> type[serve.Handler]:
+    """The kubelet API: authenticated, authorized per request, then answered as a kubelet without pods."""
+
+    class KubeletAPI(serve.Handler):
+        def _dispatch(self) -> None:
+            peer = (
+                serve.peer_identity(self.connection) if isinstance(self.connection, ssl.SSLSocket) else None
+            )
+            if peer is None and not anonymous:
+                self.send(401, b"Unauthorized")
+                return
+            user, groups = peer or ("system:anonymous", ("system:unauthenticated",))
+            verb, subresource = api_attributes(self.command, self.path)
+            attrs = f"user={user}, verb={verb}, resource=nodes, subresource={subresource}"
+            try:
+                allowed = kubelet.authorized(user, groups, verb, subresource)
+            except ApiError as exc:
+                log.error(f"Authorization error ({attrs}): {exc}")
+                self.send(500, f"Authorization error ({attrs})".encode())
+                return
+            if not allowed:
+                self.send(403, f"Forbidden ({attrs})".encode())
+                return
+            path = self.path.split("?", 1)[0]
+            if path == "/healthz":
+                self.send(200, b"ok")
+            elif path == "/pods":
+                self.send(200, b'{"kind":"PodList","apiVersion":"v1","items":[]}', "application/json")
+            elif path.startswith(("/containerLogs/", "/exec/", "/run/", "/attach/")):
+                parts = path.strip("/").split("/")
+                pod = "/".join(parts[1:3])
+                self.send(404, f'pod "{pod}" not found: the lab kubelet runs no pods'.encode())
+            else:
+                self.send(404, b"404 page not found\n")
+
+        do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = _dispatch
+
+    return KubeletAPI
 
 
 def run(flags: Flags) -> None:
@@ -208,12 +305,14 @@ def run(flags: Flags) -> None:
     health = (str(flags.get("healthz-bind-address", "127.0.0.1")), int(flags.get("healthz-port", 10248)))
     serve.start(health, serve.health_handler({"/healthz": healthz}))
     log.info(f"healthz serving on {health[0]}:{health[1]}")
-    # The kubelet API port (10250): only /healthz here, but it answers over TLS like the real one.
     tls = serving_context(
         str(flags.get("kubeconfig")), flags.get("tls-cert-file"), flags.get("tls-private-key-file")
     )
+    if flags.get("client-ca-file"):
+        tls.load_verify_locations(str(flags.get("client-ca-file")))
+        tls.verify_mode = ssl.CERT_OPTIONAL
     api = (str(flags.get("address", "0.0.0.0")), int(flags.get("port", 10250)))
-    serve.start(api, serve.health_handler({"/healthz": healthz}), tls)
+    serve.start(api, api_handler(kubelet, bool(flags.get("anonymous-auth", True))), tls)
     log.info(f"kubelet API serving on {api[0]}:{api[1]}; node name {kubelet.name}")
     threading.Thread(target=kubelet.loop, name="node-status", daemon=True).start()
     threading.Event().wait()

@@ -99,6 +99,22 @@ def health_handler(routes: dict[str, Callable[[], tuple[int, str]]]) -> type[Han
     return HealthHandler
 
 
+def peer_identity(sock: ssl.SSLSocket) -> tuple[str, tuple[str, ...]] | None:
+    """(user, groups) of a verified client certificate: CN and O, as Kubernetes reads them; None
+    without one. Every authenticated user is also in group system:authenticated."""
+    cert = sock.getpeercert()
+    if not cert:
+        return None
+    cn, groups = "", []
+    for rdn in cert.get("subject", ()):
+        for key, value in rdn:
+            if key == "commonName":
+                cn = value
+            elif key == "organizationName":
+                groups.append(value)
+    return cn, (*groups, "system:authenticated")
+
+
 def split_host_port(value: str, default_port: int) -> tuple[str, int]:
     """``ip``, ``ip:port`` or ``[v6]:port``; a missing port takes ``default_port`` (as kube-proxy does)."""
     if value.startswith("["):
