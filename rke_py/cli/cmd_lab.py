@@ -7,6 +7,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
@@ -56,6 +57,16 @@ def docker_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+binaries_option = click.option(
+    "--kubernetes-binaries",
+    "binaries",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    envvar="RKE_PY_KUBE_BINARIES",
+    help="A directory with real kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy "
+    "and cri-dockerd: the lab runs them instead of its stand-ins (env RKE_PY_KUBE_BINARIES).",
+)
+
+
 @click.group("lab")
 def command() -> None:
     """Hosts as containers on this machine (sshd + dockerd each), a registry, and a ready cluster.yml."""
@@ -67,13 +78,14 @@ def command() -> None:
     "--nodes", "-n", default=3, show_default=True, type=click.IntRange(1, 200), help="Number of hosts."
 )
 @dir_option
+@binaries_option
 @output_option
 @docker_errors
-def up(name: str, nodes: int, directory: str | None, output: str) -> None:
+def up(name: str, nodes: int, directory: str | None, binaries: Path | None, output: str) -> None:
     """Create lab NAME with N hosts (or start the hosts of an existing one)."""
     from rke_py.lab import clusteryml, hosts
 
-    lab = hosts.up(name, nodes, directory, progress=Progress())
+    lab = hosts.up(name, nodes, directory, progress=Progress(), binaries=binaries)
     if output == "json":
         emit_json(
             {
@@ -136,17 +148,20 @@ def status(name: str, directory: str | None, output: str) -> None:
 
 @command.command()
 @click.option("--push", is_flag=True, help="Also start the lab registry and push the cluster images to it.")
+@binaries_option
 @docker_errors
-def images(push: bool) -> None:
+def images(push: bool, binaries: Path | None) -> None:
     """Build the lab images that are missing (content-hash cache) and print their references."""
     import docker
 
+    from rke_py.lab import hosts, registry
     from rke_py.lab import images as lab_images
-    from rke_py.lab import registry
 
+    if binaries is not None:
+        hosts.kubernetes_version(binaries)  # refuses a directory that lacks a binary, before building
     client = docker.from_env()
     progress = Progress()
-    built = lab_images.ensure_images(client, progress=progress)
+    built = lab_images.ensure_images(client, progress=progress, binaries=binaries)
     if push:
         reg = registry.ensure(client, built["registry"], progress)
         registry.push(client, reg, [built[n] for n in lab_images.CLUSTER_IMAGES], progress)

@@ -19,6 +19,8 @@ from rke_py.hosts.base import Docker, HostConnection
 from rke_py.plan.components import REGISTRY, Component
 
 log = logging.getLogger("rke_py.deploy")
+POD_LABEL = "io.kubernetes.pod.name"  # on every container cri-dockerd starts for the kubelet
+CNI_BRIDGE = "cni0"  # the bridge plugin's default device
 
 
 def removed_nodes(previous: list[Node], current: list[Node]) -> list[Node]:
@@ -100,19 +102,34 @@ def _etcdctl(docker: Docker, host: str, *args: str) -> str:
 def clean_host(
     host: HostConnection, facts: HostFacts, prefix: str, registry: tuple[Component, ...] = REGISTRY
 ) -> list[str]:
-    """Remove rke-py's containers (worker plane first, as RKE), what else observe found of ours, and the
-    files rke-py wrote."""
+    """Remove rke-py's containers (worker plane first, as RKE), what else observe found of ours, the pods'
+    containers the kubelet left, and the files, mounts and network devices they made."""
     order = [c.name for c in reversed(registry)]
     found = sorted(facts.containers.values(), key=lambda c: order.index(c.name))
     found += [facts.others[name] for name in sorted(facts.others)]
     for container in found:
         host.docker.remove(container.id)
-    host.run("rm -rf " + " ".join(shlex.quote(d) for d in cleaned_dirs(prefix)))
+    for pod in host.docker.containers(POD_LABEL):
+        host.docker.remove(pod.id)
+    host.run(clean_script(prefix))
     return [c.name for c in found]
 
 
+def clean_script(prefix: str) -> str:
+    """Unmount what pods left mounted under the kubelet's directory, delete the CNI bridge (its routes go
+    with it), then wipe the directories."""
+    kubelet = shlex.quote(f"{prefix.rstrip('/')}/var/lib/kubelet")
+    return (
+        f"awk -v d={kubelet} 'index($2, d\"/\") == 1 {{print $2}}' /proc/mounts | sort -r | "
+        'while read -r m; do umount "$m" 2>/dev/null; done; '
+        f"ip link delete {CNI_BRIDGE} 2>/dev/null; "
+        "rm -rf " + " ".join(shlex.quote(d) for d in cleaned_dirs(prefix))
+    )
+
+
 def cleaned_dirs(prefix: str) -> list[str]:
-    """What RKE's kube-cleaner wipes, plus the audit log directory rke-py's apiserver writes."""
+    """What RKE's kube-cleaner wipes, plus what rke-py's containers write: the audit log, the kubelet's and
+    cri-dockerd's state, and the pods' logs."""
     p = prefix.rstrip("/")
     return [
         f"{p}/etc/kubernetes",
@@ -122,4 +139,8 @@ def cleaned_dirs(prefix: str) -> list[str]:
         "/opt/cni",
         "/var/run/calico",
         f"{p}/var/log/kube-audit",
+        f"{p}/var/lib/kubelet",
+        f"{p}/var/lib/cri-dockerd",
+        "/var/log/pods",
+        "/var/log/containers",
     ]

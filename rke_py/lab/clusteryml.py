@@ -7,7 +7,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from rke_py.lab.state import KUBERNETES_VERSION, Lab
+from rke_py.lab.state import Lab
 
 # system_images keys the lab fills, and the lab image behind each (rke-tools serves four, as in RKE).
 SYSTEM_IMAGES = {
@@ -25,7 +25,7 @@ def cluster_document(lab: Lab) -> dict[str, Any]:
     """cluster.yml as data: images named without the registry, which `is_default` prefixes."""
     return {
         "cluster_name": lab.name,
-        "kubernetes_version": KUBERNETES_VERSION,
+        "kubernetes_version": lab.kubernetes_version,
         "ssh_key_path": str(lab.key_path),
         "nodes": [
             {

@@ -15,6 +15,7 @@ import json
 import re
 import shutil
 import socket
+import subprocess
 import tarfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -30,6 +31,7 @@ from rke_py.lab.state import (
     CLUSTER_FILE,
     KEY_FILE,
     KNOWN_HOSTS_FILE,
+    KUBERNETES_VERSION,
     LABEL,
     LABEL_ROLE,
     STATE_FILE,
@@ -66,17 +68,31 @@ def choose_subnet(client: docker.DockerClient, name: str) -> ipaddress.IPv4Netwo
 
 
 def _ensure_network(client: docker.DockerClient, lab: Lab) -> None:
-    if client.networks.list(filters={"label": f"{LABEL}={lab.name}"}):
+    found = client.networks.list(filters={"label": f"{LABEL}={lab.name}"})
+    if found:
+        _pod_traffic(found[0].id, "-I")
         return
     subnet = ipaddress.IPv4Network(lab.subnet)
     ipam = subnets.ipam(subnet)
-    client.networks.create(
+    network = client.networks.create(
         lab.network,
         driver="bridge",
         internal=True,
         ipam=ipam,
         labels={LABEL: lab.name, LABEL_ROLE: "network"},
     )
+    _pod_traffic(network.id, "-I")
+
+
+def _pod_traffic(network_id: str, action: str) -> None:
+    """Insert (-I) or delete (-D) the rule letting traffic between the lab's hosts through, whatever its
+    addresses: Docker drops what an internal network carries for addresses outside its subnet, which pod
+    traffic between nodes is. Only within the lab's own bridge; idempotent."""
+    bridge = f"br-{network_id[:12]}"
+    rule = ["DOCKER-USER", "-i", bridge, "-o", bridge, "-j", "ACCEPT"]
+    present = subprocess.run(["iptables", "-C", *rule], capture_output=True).returncode == 0
+    if present != (action == "-I"):
+        subprocess.run(["iptables", action, *rule], capture_output=True, check=False)
 
 
 def _tar(files: dict[str, tuple[bytes, int]], dirs: dict[str, int]) -> bytes:
@@ -216,9 +232,33 @@ def _new_lab(client: docker.DockerClient, name: str, nodes: int, directory: Path
     return Lab(name, directory, str(subnet), registry_address, hosts, created_dir=not directory.exists())
 
 
-def up(name: str, nodes: int, directory: str | None = None, progress: Progress = _quiet) -> Lab:
-    """Bring up (or complete) lab `name` with `nodes` hosts; return it once every host answers."""
+def kubernetes_version(binaries: Path) -> str:
+    """The RKE-style version of real server binaries (`kube-apiserver --version` → v1.28.0-rancher1-1)."""
+    missing = images.missing_binaries(binaries)
+    if missing:
+        raise LabError(
+            f"--kubernetes-binaries {binaries}: missing {', '.join(missing)} (what a Kubernetes server "
+            "release and cri-dockerd give: kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, "
+            "kube-proxy, cri-dockerd)"
+        )
+    done = subprocess.run([str(binaries / "kube-apiserver"), "--version"], capture_output=True, text=True)
+    match = re.search(r"v\d+\.\d+\.\d+", done.stdout)
+    if done.returncode != 0 or match is None:
+        raise LabError(f"{binaries / 'kube-apiserver'} --version did not name a version: {done.stdout!r}")
+    return f"{match.group(0)}-rancher1-1"
+
+
+def up(
+    name: str,
+    nodes: int,
+    directory: str | None = None,
+    progress: Progress = _quiet,
+    binaries: Path | None = None,
+) -> Lab:
+    """Bring up (or complete) lab `name` with `nodes` hosts; return it once every host answers. With
+    `binaries` (real Kubernetes server binaries and cri-dockerd) the cluster images run them."""
     _check_name(name)
+    version = kubernetes_version(binaries) if binaries is not None else KUBERNETES_VERSION
     if not 1 <= nodes <= 200:
         raise LabError(f"--nodes {nodes}: a lab has 1 to 200 hosts")
     client = docker.from_env()
@@ -232,8 +272,9 @@ def up(name: str, nodes: int, directory: str | None = None, progress: Progress =
     else:
         lab = _new_lab(client, name, nodes, path)
     progress("checking lab images")
-    built = images.ensure_images(client, progress=progress)
+    built = images.ensure_images(client, progress=progress, binaries=binaries)
     lab.images = {n: built[n].ref for n in images.CLUSTER_IMAGES}
+    lab.kubernetes_version = version
     reg = registry.ensure(client, built["registry"], progress)
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     pubkey = keys.ensure_key(lab.key_path, f"rke-py-lab-{name}")
@@ -267,6 +308,7 @@ def down(
             list(pool.map(lambda c: c.remove(force=True), containers))
     reg = registry.find(client)
     for network in client.networks.list(filters=ours):
+        _pod_traffic(network.id, "-D")
         network.reload()
         if reg is not None and reg.id in (network.attrs.get("Containers") or {}):
             network.disconnect(reg, force=True)

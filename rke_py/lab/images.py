@@ -27,6 +27,15 @@ LABEL_IMAGE = "io.rke-py.lab.image"
 LABEL_HASH = "io.rke-py.lab.hash"
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 KUBE_COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy")
+XTABLES_EXTENSIONS = "/usr/lib/x86_64-linux-gnu/xtables"
+IPTABLES_TOOLS = (
+    "iptables",
+    "iptables-save",
+    "iptables-restore",
+    "ip6tables",
+    "ip6tables-save",
+    "ip6tables-restore",
+)
 PYTHON = "/usr/bin/python3.11"
 PYTHON_STDLIB = "/usr/lib/python3.11"
 _PYTHON_SKIP_TOP = {"test", "idlelib", "tkinter", "ensurepip", "turtledemo", "lib2to3", "pydoc_data"}
@@ -120,10 +129,14 @@ def etcd_rootfs() -> tuple[Rootfs, list[str]]:
     return r, [f"ENV PATH={PATH}", 'CMD ["/usr/local/bin/etcd"]']
 
 
-def rke_tools_rootfs() -> tuple[Rootfs, list[str]]:
+def rke_tools_rootfs(binaries: Path | None = None) -> tuple[Rootfs, list[str]]:
     """The stand-in for rancher/rke-tools: busybox, Debian's nginx with the stream module, and the
-    `/opt/rke-tools` volume whose entrypoint the Kubernetes containers run through the sidekick."""
+    `/opt/rke-tools` volume whose entrypoint the Kubernetes containers run through the sidekick. With real
+    Kubernetes binaries the volume also holds cri-dockerd and the docker CLI, as RKE's does."""
     r = Rootfs()
+    if binaries is not None:
+        r.file("/opt/rke-tools/bin/cri-dockerd", source=str(binaries / "cri-dockerd"), mode=0o755)
+        r.binary("/usr/bin/docker", "/opt/rke-tools/bin/docker")
     r.binary("/usr/sbin/nginx")
     r.binary("/usr/lib/nginx/modules/ngx_stream_module.so")
     r.busybox()
@@ -161,8 +174,11 @@ def kube_package_dir() -> Path:
     return Path(__file__).parent / "kube"
 
 
-def hyperkube_rootfs() -> tuple[Rootfs, list[str]]:
-    """The lab's `system_images.kubernetes`: Debian's python3.11 and the lab kube-* components."""
+def hyperkube_rootfs(binaries: Path | None = None) -> tuple[Rootfs, list[str]]:
+    """The lab's `system_images.kubernetes`: Debian's python3.11 and the lab kube-* components, or the
+    real Kubernetes server binaries of `binaries`."""
+    if binaries is not None:
+        return real_hyperkube_rootfs(binaries)
     r = Rootfs()
     r.binary(PYTHON)
     r.symlink("/usr/bin/python3", "python3.11")
@@ -182,6 +198,30 @@ def hyperkube_rootfs() -> tuple[Rootfs, list[str]]:
         r.file(f"/usr/local/bin/{component}", data=script, mode=0o755)
     r.dir("/etc/kubernetes")
     return r, [f"ENV PATH={PATH}", "ENV PYTHONPATH=/opt/lab", "ENV PYTHONUNBUFFERED=1", 'CMD ["/bin/sh"]']
+
+
+def real_hyperkube_rootfs(binaries: Path) -> tuple[Rootfs, list[str]]:
+    """Real kube-* binaries on busybox, with what they run: iptables (this machine's backend) for
+    kube-proxy and the kubelet; mount and friends come from busybox."""
+    r = Rootfs()
+    r.busybox()
+    _etc(r, [], [])
+    for component in KUBE_COMPONENTS:
+        r.file(f"/usr/local/bin/{component}", source=str(binaries / component), mode=0o755)
+    xtables = os.path.realpath("/usr/sbin/iptables")
+    r.binary(xtables)
+    for tool in IPTABLES_TOOLS:
+        r.symlink(f"/usr/sbin/{tool}", os.path.basename(xtables))
+    r.tree(XTABLES_EXTENSIONS, XTABLES_EXTENSIONS)  # matches and targets, loaded when a rule names them
+    for extension in sorted(Path(XTABLES_EXTENSIONS).glob("*.so")):
+        r.libraries(str(extension))
+    r.dir("/etc/kubernetes")
+    return r, [f"ENV PATH={PATH}", 'CMD ["/bin/sh"]']
+
+
+def missing_binaries(binaries: Path) -> list[str]:
+    """What a --kubernetes-binaries directory lacks of a server release plus cri-dockerd."""
+    return [name for name in (*KUBE_COMPONENTS, "cri-dockerd") if not (binaries / name).is_file()]
 
 
 def pause_rootfs() -> tuple[Rootfs, list[str]]:
@@ -207,7 +247,9 @@ def registry_rootfs() -> tuple[Rootfs, list[str]]:
     ]
 
 
-RECIPES: dict[str, Callable[[], tuple[Rootfs, list[str]]]] = {
+# Recipes that differ with real Kubernetes binaries take the directory holding them.
+WITH_BINARIES = ("rke-tools", "hyperkube")
+RECIPES: dict[str, Callable[..., tuple[Rootfs, list[str]]]] = {
     "host": host_rootfs,
     "etcd": etcd_rootfs,
     "rke-tools": rke_tools_rootfs,
@@ -219,9 +261,15 @@ RECIPES: dict[str, Callable[[], tuple[Rootfs, list[str]]]] = {
 CLUSTER_IMAGES = ("etcd", "rke-tools", "hyperkube", "pause")
 
 
-def ensure_image(client: docker.DockerClient, name: str, progress: Progress = lambda _: None) -> LabImage:
-    """Build image `name` unless an image with the same content hash exists; return it either way."""
-    rootfs, changes = RECIPES[name]()
+def ensure_image(
+    client: docker.DockerClient,
+    name: str,
+    progress: Progress = lambda _: None,
+    binaries: Path | None = None,
+) -> LabImage:
+    """Build image `name` unless an image with the same content hash exists; return it either way.
+    `binaries`: a directory of real Kubernetes server binaries and cri-dockerd to build from."""
+    rootfs, changes = RECIPES[name](binaries) if name in WITH_BINARIES else RECIPES[name]()
     image = LabImage(name, rootfs.digest(RECIPE_VERSION, *changes))
     found = client.images.list(filters={"label": f"{LABEL_HASH}={image.digest}"})
     if found:
@@ -252,7 +300,10 @@ def _prune_superseded(client: docker.DockerClient, image: LabImage) -> None:
 
 
 def ensure_images(
-    client: docker.DockerClient, names: tuple[str, ...] = tuple(RECIPES), progress: Progress = lambda _: None
+    client: docker.DockerClient,
+    names: tuple[str, ...] = tuple(RECIPES),
+    progress: Progress = lambda _: None,
+    binaries: Path | None = None,
 ) -> dict[str, LabImage]:
     """Build every image in `names` that is missing (one at a time: the build is disk-bound)."""
-    return {name: ensure_image(client, name, progress) for name in names}
+    return {name: ensure_image(client, name, progress, binaries) for name in names}

@@ -53,6 +53,7 @@ class Lab:
     hosts: list[LabHost] = field(default_factory=list)
     images: dict[str, str] = field(default_factory=dict)  # lab image name -> ref without registry
     created_dir: bool = True  # remove the whole directory on `lab down` only if `lab up` made it
+    kubernetes_version: str = KUBERNETES_VERSION  # what the kube-* images run (real binaries: theirs)
 
     @property
     def network(self) -> str:

@@ -45,15 +45,16 @@ def node_plan(
     files = [*node_files(config, dict(bundle), node), *config_files(config, node)]
     by_path = {f.path: f for f in files}
     placement = Placement(config, node, joined)
-    placed = []
+    placed: list[Placed] = []
     for plane in PLANES:
         for component in registry:
             if component.plane(node) == plane and component.runs_on(config, node):
                 spec = component.build(placement)
-                sealed = replace(
-                    spec, health=component.health(node), files_digest=files_digest(spec.files, by_path)
+                sources = tuple(p.spec for p in placed if p.spec.name in spec.volumes_from)
+                digest = files_digest(spec.files, by_path, sources)
+                placed.append(
+                    Placed(plane, replace(spec, health=component.health(node), files_digest=digest))
                 )
-                placed.append(Placed(plane, sealed))
     return NodePlan(
         address=node.address,
         hostname=node.name,

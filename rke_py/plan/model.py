@@ -59,7 +59,9 @@ class ContainerSpec:
     start: bool = True  # service-sidekick is created and never started, as in RKE
     files: tuple[str, ...] = ()  # host paths of managed files this container reads
     health: HealthCheck | None = None
-    files_digest: str = ""  # combined sha256 of `files`, set by the planner
+    # Combined sha256 of `files` and of the containers in `volumes_from` (their volumes are theirs: a new
+    # sidekick brings a new /opt/rke-tools), set by the planner.
+    files_digest: str = ""
 
     def spec_hash(self) -> str:
         """sha256 over every field that shapes the container, plus the content of the files it reads."""
@@ -73,11 +75,16 @@ class ContainerSpec:
         return {NAME_LABEL: self.name, HASH_LABEL: self.spec_hash(), MANAGED_LABEL: "true"}
 
 
-def files_digest(paths: tuple[str, ...], files: dict[str, FileSpec]) -> str:
-    """The combined content hash of `paths`; every path must be a file the node plan writes."""
+def files_digest(
+    paths: tuple[str, ...], files: dict[str, FileSpec], volume_sources: tuple[ContainerSpec, ...] = ()
+) -> str:
+    """The combined content hash of `paths` (files the node plan writes) and of the spec hashes of the
+    containers whose volumes it takes."""
     h = hashlib.sha256()
     for path in sorted(paths):
         h.update(path.encode() + b"\0" + files[path].sha256.encode() + b"\n")
+    for source in volume_sources:
+        h.update(b"volumes-from " + source.name.encode() + b"\0" + source.spec_hash().encode() + b"\n")
     return h.hexdigest()
 
 

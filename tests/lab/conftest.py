@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import docker
 import pytest
@@ -44,6 +45,12 @@ def remove_leftover_test_labs(client: docker.DockerClient) -> None:
             hosts.down(name)
 
 
+def kube_binaries() -> Path | None:
+    """Real Kubernetes server binaries for the lab (RKE_PY_KUBE_BINARIES); None: the stand-ins."""
+    value = os.environ.get("RKE_PY_KUBE_BINARIES")
+    return Path(value) if value else None
+
+
 def docker_available() -> bool:
     try:
         return bool(docker.from_env().ping())
@@ -62,7 +69,7 @@ def lab_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[
         if nodes not in made:
             name = owned_lab_name(f"n{nodes}")
             directory = tmp_path_factory.mktemp("labs") / name
-            made[nodes] = hosts.up(name, nodes, str(directory))
+            made[nodes] = hosts.up(name, nodes, str(directory), binaries=kube_binaries())
         return made[nodes]
 
     yield make

@@ -16,7 +16,7 @@ from ruamel.yaml import YAML
 
 from rke_py.lab import hosts
 from rke_py.lab.state import Lab
-from tests.lab.conftest import owned_lab_name
+from tests.lab.conftest import kube_binaries, owned_lab_name
 
 
 @dataclass
@@ -33,7 +33,7 @@ class Run:
 def own_lab(tmp_path_factory, suffix: str, nodes: int) -> Iterator[Lab]:
     """A lab only this test module uses (its tests change the cluster), removed afterwards."""
     name = owned_lab_name(suffix)
-    made = hosts.up(name, nodes, str(tmp_path_factory.mktemp("labs") / name))
+    made = hosts.up(name, nodes, str(tmp_path_factory.mktemp("labs") / name), binaries=kube_binaries())
     try:
         yield made
     finally:

@@ -155,8 +155,8 @@ class FakeHost:
 
     def run(self, cmd: str, *, input: bytes | None = None, timeout: float = 60) -> Completed:
         """The two commands rke-py runs on a host: observe's facts script and clean-host's rm -rf."""
-        if cmd.startswith("rm -rf "):
-            dirs = shlex.split(cmd)[2:]
+        if "rm -rf " in cmd:
+            dirs = shlex.split(cmd.split("rm -rf ", 1)[1])
             self.files = {p: f for p, f in self.files.items() if not any(p.startswith(d + "/") for d in dirs)}
             return Completed(0, b"", b"")
         words = shlex.split(cmd.split(";")[0])

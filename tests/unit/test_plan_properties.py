@@ -548,3 +548,14 @@ services:
 def block(pem: str) -> str:
     """A YAML block scalar holding `pem`, indented for a key at depth two."""
     return "|\n" + textwrap.indent(pem, "      ")
+
+
+def test_a_new_sidekick_replaces_the_containers_that_take_its_volume() -> None:
+    """Their /opt/rke-tools (entrypoint, cri-dockerd) is the sidekick's volume, read when they are created."""
+    config = config_of("single-node")
+    before = build_plan(config, bundle_of("single-node")).nodes[0]
+    config.system_images.kubernetes_services_sidecar += "-new"
+    after = build_plan(config, bundle_of("single-node")).nodes[0]
+    changed = {c.name for c in after.containers if c.spec_hash() != container(before, c.name).spec_hash()}
+    users = {c.name for c in after.containers if "service-sidekick" in c.volumes_from}
+    assert users and changed == {"service-sidekick", *users}

@@ -14,6 +14,9 @@ while read -r _ mnt fstype _; do
 done < /proc/mounts
 mount -o remount,rw /sys/fs/cgroup 2>/dev/null || true
 
+# The kubelet reads /dev/kmsg, which a container lacks; as kind does, point it at /dev/null.
+[ -e /dev/kmsg ] || ln -s /dev/null /dev/kmsg
+
 # Bind mounts with shared/slave propagation (kubelet's /var/lib/kubelet) need shared parents.
 mount --make-rshared /
 
