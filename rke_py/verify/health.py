@@ -14,7 +14,7 @@ from rke_py.pki.certs import CertKeyPair
 from rke_py.plan.model import HealthCheck
 
 FAST_POLL = 0.5  # seconds between probes at first
-FAST_PERIOD = 10.0  # for this long; then the check's own interval
+FAST_PERIOD = 30.0  # for this long; then the check's own interval
 
 
 def probe(conn, check: HealthCheck, bundle: Mapping[str, CertKeyPair]) -> tuple[bool, str]:

@@ -36,11 +36,18 @@ log "started dockerd ($dockerd_pid) and sshd ($sshd_pid)"
 # The lab's pod network, as a user's own CNI would run it with `network: plugin: none`: while a kubelet
 # runs here, this node has a CNI config (a bridge on its own pod subnet, /etc/rke-py-lab/network line 1),
 # the plugins in /opt/cni/bin, and routes to the other nodes' pod subnets (the following lines).
-# `rke-py remove` wipes /etc/cni and /opt/cni as RKE does; with no kubelet left, nothing comes back.
+# `rke-py remove` wipes /etc/cni and /opt/cni as RKE does; with no kubelet and no config left, nothing
+# comes back and the routes go too (a kubelet being replaced keeps them).
 lab_network() {
     [ -f /etc/rke-py-lab/network ] || return 0
     running=$(docker ps -q --filter name=^kubelet$ --filter status=running 2>/dev/null)
-    [ -n "$running" ] || return 0
+    if [ -z "$running" ]; then
+        [ -f /etc/cni/net.d/10-lab.conflist ] && return 0
+        tail -n +2 /etc/rke-py-lab/network | while read -r dst via; do
+            ip route del "$dst" via "$via" 2>/dev/null
+        done
+        return 0
+    fi
     if [ ! -f /etc/cni/net.d/10-lab.conflist ]; then
         subnet=$(head -n 1 /etc/rke-py-lab/network)
         mkdir -p /etc/cni/net.d /opt/cni/bin
