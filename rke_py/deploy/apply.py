@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -24,6 +25,8 @@ from rke_py.plan.model import ContainerSpec
 from rke_py.verify.health import wait_healthy
 
 log = logging.getLogger("rke_py.deploy")
+# "Error: ..." (cobra), klog's E/F lines, logrus' level=error/fatal
+ERROR_LINE = re.compile(r"^(Error:|[EF]\d{4} |.*\blevel=(error|fatal)\b)")
 
 
 @dataclass
@@ -165,11 +168,16 @@ def registry_of(image: str) -> str:
     return first if sep and ("." in first or ":" in first or first == "localhost") else "docker.io"
 
 
-def _log_tail(target: Target, container: str, lines: int = 10) -> list[str]:
+def _log_tail(target: Target, container: str, lines: int = 10, window: int = 300) -> list[str]:
+    """The container's last lines, after the error lines of its recent output: a Kubernetes binary
+    refusing a flag prints the reason first and pages of usage after it."""
     try:
-        return target.host.docker.logs(container, lines)
+        recent = target.host.docker.logs(container, window)
     except DockerError:
         return []
+    last = recent[-lines:]
+    errors = [line for line in dict.fromkeys(recent[:-lines]) if ERROR_LINE.match(line) and line not in last]
+    return [*errors[-5:], "...", *last] if errors else last
 
 
 def _remove_if_present(docker: Docker, name: str) -> None:

@@ -36,7 +36,7 @@ class DockerContainer:
     name: str
     id: str
     image: str
-    running: bool
+    running: bool  # running, or being restarted by Docker's restart policy
     labels: Mapping[str, str]
 
 

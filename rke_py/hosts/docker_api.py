@@ -196,7 +196,8 @@ class HostDocker:
                 name=row["Names"][0].lstrip("/"),
                 id=row["Id"],
                 image=row["Image"],
-                running=row["State"] == "running",
+                # Docker restarts it by its restart policy: nothing for rke-py to start
+                running=row["State"] in ("running", "restarting"),
                 labels=row.get("Labels") or {},
             )
             for row in rows

@@ -227,3 +227,19 @@ def test_a_component_added_to_the_registry_is_observed_kept_and_removed(tmp_path
     removed = cluster.remove()
     assert "node-exporter" in removed["10.0.0.1"]
     assert all(h.docker.names() == {} for h in cluster.world.hosts.values())
+
+
+def test_a_failure_shows_the_error_line_a_long_usage_text_would_bury(tmp_path, monkeypatch):
+    """A real kube-apiserver refusing a flag prints the reason first and then pages of usage."""
+    cluster = Cluster(tmp_path)
+    cluster.up()
+    cluster.write(THREE_NODES + "    services: {kube-api: {extra_args: {bogus: '1'}}}\n")
+    docker = cluster.host("10.0.0.1").docker
+    docker.broken.add("kube-apiserver")
+    usage = ["Error: unknown flag: --bogus", "Usage:", *(f"      --flag-{i} string" for i in range(200))]
+    monkeypatch.setattr(docker, "logs", lambda container, tail: usage[-tail:])
+    with pytest.raises(ApplyError) as failure:
+        cluster.up()
+    shown = str(failure.value).split("last log lines:\n")[1].splitlines()
+    assert [line.strip() for line in shown[:2]] == ["Error: unknown flag: --bogus", "..."]
+    assert shown[-1].strip() == "--flag-199 string"
