@@ -237,6 +237,9 @@ class Kubelet:
         return bool((answer.get("status") or {}).get("allowed"))
 
     def loop(self) -> None:
+        """Post the node status every --node-status-update-frequency, and at once when the network's
+        readiness changes (the real kubelet checks its runtime every few seconds and reports a change
+        without waiting for the next regular update)."""
         period = float(self.flags.get("node-status-update-frequency", 10.0))
         while True:
             try:
@@ -247,7 +250,10 @@ class Kubelet:
                 log.error(f"Unable to update node status for {self.name}: {exc}")
                 time.sleep(2)
                 continue
-            time.sleep(period)
+            reported = network_ready()
+            deadline = time.monotonic() + period
+            while time.monotonic() < deadline and network_ready() == reported:
+                time.sleep(min(1.0, period))
 
 
 def api_handler(kubelet: Kubelet, anonymous: bool) -> type[serve.Handler]:
