@@ -73,6 +73,41 @@ def test_second_up_changes_nothing(lab):
     assert all_containers(lab) == before
 
 
+@pytest.mark.real_kubernetes
+def test_a_pod_runs_its_logs_and_exec_work_and_its_service_answers_from_another_node(lab):
+    image = f"{lab.registry}/{lab.images['rke-tools']}"
+    overrides = json.dumps({"spec": {"nodeName": lab.hosts[WORKERS[0]].name}})
+    serve = (
+        "mkdir -p /www && echo hello-from-web > /www/index.html && echo serving && httpd -f -p 8080 -h /www"
+    )
+    kubectl(
+        lab,
+        "run",
+        "web",
+        f"--image={image}",
+        "--restart=Never",
+        f"--overrides={overrides}",
+        "--command",
+        "--",
+        "sh",
+        "-c",
+        serve,
+    )
+    kubectl(lab, "expose", "pod", "web", "--port=80", "--target-port=8080")
+    kubectl(lab, "wait", "--for=condition=Ready", "pod/web", "--timeout=50s")
+    assert kubectl(lab, "logs", "web").strip() == "serving"
+    assert kubectl(lab, "exec", "web", "--", "cat", "/www/index.html").strip() == "hello-from-web"
+    cluster_ip = kubectl(lab, "get", "svc", "web", "-o", "jsonpath={.spec.clusterIP}")
+    request = f"printf 'GET / HTTP/1.0\\r\\n\\r\\n' | timeout 5 nc {cluster_ip} 80"
+    answer = ""
+    for _ in range(20):  # kube-proxy on the other node programs the Service within seconds
+        answer = host_exec(lab, WORKERS[1], request)
+        if "hello-from-web" in answer:
+            break
+        time.sleep(1)
+    assert "hello-from-web" in answer, answer  # the pod keeps running: remove must take it away
+
+
 def test_an_extra_args_change_replaces_only_that_component(lab):
     before = all_containers(lab)
     edit_cluster_yml(
@@ -234,3 +269,7 @@ def test_remove_leaves_every_host_clean(lab):
     assert all_containers(lab) == [{}] * 5
     for i in range(5):
         assert "No such file" in host_exec(lab, i, "ls /etc/kubernetes 2>&1")
+        # nothing the kubelet left either: pods' containers, their mounts, the CNI bridge
+        assert host_exec(lab, i, "docker ps -aq").strip() == ""
+        assert host_exec(lab, i, "grep -c /var/lib/kubelet /proc/mounts").strip() == "0"
+        assert "cni0" not in host_exec(lab, i, "ip link")

@@ -339,14 +339,18 @@ class ApiServer:
                 return old
         raise _conflict(req.resource, req.name)
 
-    def stored_policy(self) -> rbac.Policy:
+    def stored_objects(self) -> "list[dict]":  # quoted: `list` is a method here
+        """Every stored Role, ClusterRole and binding."""
         objects: list[dict] = []
         for plural in ("clusterroles", "clusterrolebindings", "roles", "rolebindings"):
             res = resources.lookup(
                 "rbac.authorization.k8s.io", "v1", plural, plural in ("roles", "rolebindings")
             )
             objects += self.list(res, "")[0]
-        return rbac.Policy.from_objects(objects)
+        return objects
+
+    def stored_policy(self) -> rbac.Policy:
+        return rbac.Policy.from_objects(self.stored_objects())
 
     # ---- bootstrap ----
 
@@ -389,13 +393,24 @@ class ApiServer:
         log.info("bootstrap done: system namespaces exist")
 
     def _bootstrap_policy(self) -> None:
-        """Kubernetes' own bootstrap Roles, ClusterRoles and bindings, created where missing."""
+        """Kubernetes' own bootstrap Roles, ClusterRoles and bindings, created where missing (one list of
+        each kind, then only the creates)."""
+        stored = {
+            (o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"])
+            for o in self.stored_objects()
+        }
         for obj in rbac.bootstrap_objects():
-            plural = obj["kind"].lower() + "s"
             namespace = obj["metadata"].get("namespace", "")
-            res = resources.lookup("rbac.authorization.k8s.io", "v1", plural, bool(namespace))
-            if self.etcd.get(res.key(self.prefix, namespace, obj["metadata"]["name"])) is None:
+            if (obj["kind"], namespace, obj["metadata"]["name"]) in stored:
+                continue
+            res = resources.lookup(
+                "rbac.authorization.k8s.io", "v1", obj["kind"].lower() + "s", bool(namespace)
+            )
+            try:
                 self.create(res, namespace, json.loads(json.dumps(obj)))
+            except ApiStatus as exc:  # another apiserver of the cluster made it first
+                if exc.body["reason"] != "AlreadyExists":
+                    raise
 
     def review(self, body: object) -> dict:
         """A SubjectAccessReview: what the authorizer answers for the user and request in its spec."""
