@@ -321,7 +321,7 @@ class Verify(Phase):
                 "waiting for the cluster to settle: %s",
                 "; ".join(f"{c.name} {c.target}" for c in report.failures()),
             )
-            time.sleep(3)
+            time.sleep(1)
             report = session.verify()
         self.r.report = report
 

@@ -69,7 +69,8 @@ stop() {
 }
 trap stop TERM INT
 
-# Keep running while either daemon runs; a dead dockerd is restarted so the host heals itself.
+# Keep running while either daemon runs; a dead dockerd is restarted so the host heals itself; once a
+# second the pod network follows the kubelet.
 while :; do
     if ! kill -0 "$dockerd_pid" 2>/dev/null; then
         log "dockerd exited; restarting it"
@@ -78,6 +79,6 @@ while :; do
         dockerd_pid=$!
     fi
     lab_network
-    sleep 2 &
+    sleep 1 &
     wait $!
 done

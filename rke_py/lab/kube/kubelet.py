@@ -106,6 +106,7 @@ class Kubelet:
         self.taints = parse_taints(str(flags.get("register-with-taints", "")))
         self.labels = parse_labels(str(flags.get("node-labels", "")))
         self.registered = False
+        self.network_reported = False  # what the last status said of the pod network
         self._transitions: dict[tuple[str, str], str] = {}
 
     def _addresses(self) -> list[dict]:
@@ -132,6 +133,7 @@ class Kubelet:
             }
 
         capacity = {"cpu": str(os.cpu_count() or 1), "memory": _memory_ki(), "pods": "110"}
+        self.network_reported = network_ready()
         return {
             "capacity": capacity,
             "allocatable": capacity,
@@ -149,7 +151,7 @@ class Kubelet:
                     "PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"
                 ),
                 condition("Ready", "True", "KubeletReady", "kubelet is posting ready status")
-                if network_ready()
+                if self.network_reported
                 else condition("Ready", "False", "KubeletNotReady", NETWORK_NOT_READY),
             ],
             "addresses": self._addresses(),
@@ -250,9 +252,8 @@ class Kubelet:
                 log.error(f"Unable to update node status for {self.name}: {exc}")
                 time.sleep(2)
                 continue
-            reported = network_ready()
             deadline = time.monotonic() + period
-            while time.monotonic() < deadline and network_ready() == reported:
+            while time.monotonic() < deadline and network_ready() == self.network_reported:
                 time.sleep(min(1.0, period))
 
 
