@@ -452,6 +452,8 @@ def test_kubelets_with_rkes_node_certificate_are_refused_until_group_system_node
 
 
 def test_a_node_without_a_cni_config_is_not_ready(lab: Lab, cluster: Cluster) -> None:
+    for obj in rbac_objects(ClusterConfig()):  # kubelets may register
+        _apply(cluster.admin, obj)
     _kubelet(lab, cluster, "lab-nocni", cni=False)
     wait_for("node lab-nocni registered", lambda: cluster.admin("GET", "/api/v1/nodes/lab-nocni")[0] == 200)
     wait_for("its status", lambda: _node_ready(cluster.admin, "lab-nocni") == "False")
