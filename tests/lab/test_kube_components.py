@@ -436,6 +436,10 @@ def _apply(admin: Client, obj: dict) -> None:
     assert code in (200, 201), body
 
 
+def _nodes_binding() -> dict:
+    return next(o for o in rbac_objects(ClusterConfig()) if o["metadata"]["name"] == "system:node")
+
+
 def test_kubelets_with_rkes_node_certificate_are_refused_until_group_system_nodes_is_bound(
     lab: Lab, cluster: Cluster
 ) -> None:
@@ -445,15 +449,13 @@ def test_kubelets_with_rkes_node_certificate_are_refused_until_group_system_node
     refused = 'nodes is forbidden: User "system:node" cannot create resource "nodes" in API group ""'
     wait_for("the refusal in the kubelet's log", lambda: refused in kubelet.log_path.read_text())
     assert cluster.admin("GET", "/api/v1/nodes/lab-0")[0] == 404
-    binding = next(o for o in rbac_objects(ClusterConfig()) if o["metadata"]["name"] == "system:node")
-    _apply(cluster.admin, binding)
+    _apply(cluster.admin, _nodes_binding())
     wait_for("node lab-0 registered", lambda: cluster.admin("GET", "/api/v1/nodes/lab-0")[0] == 200)
     lab.stop(kubelet)
 
 
 def test_a_node_without_a_cni_config_is_not_ready(lab: Lab, cluster: Cluster) -> None:
-    for obj in rbac_objects(ClusterConfig()):  # kubelets may register
-        _apply(cluster.admin, obj)
+    _apply(cluster.admin, _nodes_binding())  # kubelets may register
     _kubelet(lab, cluster, "lab-nocni", cni=False)
     wait_for("node lab-nocni registered", lambda: cluster.admin("GET", "/api/v1/nodes/lab-nocni")[0] == 200)
     wait_for("its status", lambda: _node_ready(cluster.admin, "lab-nocni") == "False")
@@ -465,6 +467,7 @@ def test_a_node_without_a_cni_config_is_not_ready(lab: Lab, cluster: Cluster) ->
 
 
 def test_the_kubelet_api_answers_the_apiserver_only_once_rbac_allows_it(lab: Lab, cluster: Cluster) -> None:
+    _apply(cluster.admin, _nodes_binding())  # only this one: the kubelet-API role is what is tested
     _, port = _kubelet(lab, cluster, "lab-api")
     as_apiserver = lab.client(port, "kube-apiserver")
     logs = "/containerLogs/default/web/nginx"
