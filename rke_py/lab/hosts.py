@@ -25,6 +25,7 @@ from typing import Any
 import docker
 from docker.models.containers import Container
 
+from rke_py.errors import UsageError
 from rke_py.lab import clusteryml, images, keys, registry, subnets
 from rke_py.lab.images import LabImage, Progress, lab_file
 from rke_py.lab.state import (
@@ -236,10 +237,9 @@ def kubernetes_version(binaries: Path) -> str:
     """The RKE-style version of real server binaries (`kube-apiserver --version` → v1.28.0-rancher1-1)."""
     missing = images.missing_binaries(binaries)
     if missing:
-        raise LabError(
-            f"--kubernetes-binaries {binaries}: missing {', '.join(missing)} (what a Kubernetes server "
-            "release and cri-dockerd give: kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, "
-            "kube-proxy, cri-dockerd)"
+        raise UsageError(
+            f"--kubernetes-binaries {binaries}: missing {', '.join(missing)}; the directory needs what a "
+            "Kubernetes server release and cri-dockerd 0.3.x give"
         )
     done = subprocess.run([str(binaries / "kube-apiserver"), "--version"], capture_output=True, text=True)
     match = re.search(r"v\d+\.\d+\.\d+", done.stdout)

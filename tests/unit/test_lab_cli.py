@@ -1,0 +1,25 @@
+"""`rke-py lab` options checked before anything is built: a wrong --kubernetes-binaries is a usage error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rke_py.cli import main
+
+
+def test_a_binaries_directory_missing_a_component_is_refused_with_what_it_lacks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("kube-apiserver", "kubelet"):
+        (tmp_path / name).write_text("#!/bin/sh\n")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["lab", "images", "--kubernetes-binaries", str(tmp_path)])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert (
+        f"--kubernetes-binaries {tmp_path}: missing kube-controller-manager, kube-scheduler, kube-proxy, "
+        in err
+    )
+    assert "cri-dockerd;" in err
