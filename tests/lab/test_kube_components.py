@@ -371,7 +371,8 @@ def test_one_controller_manager_leads_and_the_other_takes_over(
     started = time.monotonic()
     wait_for("the follower to lead", lambda: _holder(cluster.admin, "kube-controller-manager") != first, 20)
     assert time.monotonic() - started < 20
-    assert _acquired(follower)
+    # it writes the Lease, then logs that it did
+    assert wait_for("the follower's log to say it leads", lambda: _acquired(follower), 5)
     lease = cluster.admin("GET", leases_path("kube-system", "kube-controller-manager"))[1]
     assert lease["spec"]["leaseTransitions"] == 1
     assert lease["spec"]["leaseDurationSeconds"] == 15
