@@ -29,9 +29,6 @@ class Host:
     def write_file(self, path: str, content: bytes, mode: int) -> None:
         self.conn.write_file(path, content, mode)
 
-    def read_file(self, path: str) -> bytes | None:
-        return self.conn.read_file(path)
-
     def file_hashes(self, paths: list[str]) -> dict[str, str | None]:
         return self.conn.file_hashes(paths)
 

@@ -168,9 +168,6 @@ class FakeHost:
     def write_file(self, path: str, content: bytes, mode: int) -> None:
         self.files[path] = (content, mode)
 
-    def read_file(self, path: str) -> bytes | None:
-        return self.files[path][0] if path in self.files else None
-
     def file_hashes(self, paths: list[str]) -> dict[str, str | None]:
         return {p: hashlib.sha256(self.files[p][0]).hexdigest() if p in self.files else None for p in paths}
 
