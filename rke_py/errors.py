@@ -31,6 +31,18 @@ class RkePyError(Exception):
     exit_status = ExitStatus.ERROR
 
 
+def printable(text: str) -> str:
+    """`text` with every control or invisible character escaped (\\n, \\x1b, \\u2028), so a value from a file
+    can neither break a message across lines nor send escape sequences to a terminal."""
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else _escape(char) for char in text)
+
+
+def _escape(char: str) -> str:
+    return repr(char)[1:-1] if ord(char) < 0x80 else f"\\u{ord(char):04x}"
+
+
 @dataclass(frozen=True)
 class Problem:
     """One finding about cluster.yml, positioned so an editor can jump to it."""
@@ -43,10 +55,11 @@ class Problem:
     severity: str = "error"  # "error" or "warning"
 
     def __str__(self) -> str:
-        where = f"{self.file}:{self.line}:{self.col}" if self.line else self.file
-        text = f"{where}: {self.message}"
+        """One line of printable text, whatever the file put into the values it quotes."""
+        where = printable(f"{self.file}:{self.line}:{self.col}" if self.line else self.file)
+        text = f"{where}: {printable(self.message)}"
         if self.hint:
-            text += f" — {self.hint}"
+            text += f" — {printable(self.hint)}"
         if self.severity == "warning":
             text = f"{where}: warning: {text[len(where) + 2 :]}"
         return text
@@ -76,9 +89,9 @@ class HostError(RkePyError):
         self.step = step
         self.detail = message
         self.log_tail = log_tail or []
-        text = f"{host}: {step}: {message}"
+        text = printable(f"{host}: {step}: {message}")
         if self.log_tail:
-            text += "\n  last log lines:\n" + "\n".join(f"    {line}" for line in self.log_tail)
+            text += "\n  last log lines:\n" + "\n".join(f"    {printable(line)}" for line in self.log_tail)
         super().__init__(text)
 
 

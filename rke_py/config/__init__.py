@@ -13,7 +13,7 @@ from typing import Any
 from rke_py.config import defaults, mapping, validate
 from rke_py.config.findings import Findings
 from rke_py.config.schema import ClusterConfig
-from rke_py.config.yamlread import YamlSyntaxError, parse
+from rke_py.config.yamlread import MAX_BYTES, YamlSyntaxError, decode, parse
 from rke_py.errors import ConfigError, Problem
 
 __all__ = ["ClusterConfig", "ConfigError", "Loaded", "load", "load_text"]
@@ -31,12 +31,16 @@ def load(path: str | Path, *, strict: bool = False) -> Loaded:
     """Load the file at `path`; problems are reported as `<path as given>:LINE:COL`."""
     source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with open(path, "rb") as file:
+            data = file.read(MAX_BYTES + 1)  # bounded: --config /dev/zero must not read forever
     except FileNotFoundError:
         raise ConfigError([_missing(source)]) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = getattr(exc, "strerror", None) or str(exc)
-        raise ConfigError([Problem(source, 0, 0, f"cannot read {source}: {reason}")]) from None
+    except OSError as exc:
+        raise ConfigError([Problem(source, 0, 0, f"cannot read {source}: {exc.strerror or exc}")]) from None
+    try:
+        text = decode(data, source)
+    except YamlSyntaxError as exc:
+        raise ConfigError(exc.problems) from None
     return load_text(text, source, strict=strict)
 
 
@@ -55,7 +59,7 @@ def load_text(text: str, source: str = "cluster.yml", *, strict: bool = False) -
     try:
         data, positions = parse(text, source)
     except YamlSyntaxError as exc:
-        raise ConfigError([exc.problem]) from None
+        raise ConfigError(exc.problems) from None
     findings = Findings(source, positions)
     config = _build(data, findings)
     config.positions = positions

@@ -77,7 +77,10 @@ def system_images(version: str) -> MappingProxyType[str, str] | None:
     return SYSTEM_IMAGES.get(version)
 
 
-_VERSION = re.compile(r"^v(\d+)\.(\d+)\.(\d+)(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$")
+_VERSION = re.compile(
+    r"v(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?\Z",
+    re.ASCII,
+)
 
 
 def parse_version(text: str) -> tuple[int, int, int] | None:

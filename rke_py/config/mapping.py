@@ -13,6 +13,7 @@ could guess, but a file rke-py accepts should also work with `rke`, so the messa
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
 from functools import cache
@@ -43,6 +44,7 @@ EXTRA_KEYS: dict[type, frozenset[str]] = {
 # RKE keys accepted silently and dropped: Rancher-only or for plugins rke-py does not deploy.
 IGNORED_KEYS: dict[type, frozenset[str]] = {schema.Node: frozenset({"nodeName"})}
 IGNORED_PREFIXES: dict[type, str] = {schema.SystemImages: "aci_"}
+INT_TEXT = re.compile(r"-?[0-9]{1,18}", re.ASCII)  # not str.isdigit(), which takes "²" and "⑤"
 YAML11_BOOLS = {"yes": True, "on": True, "y": True, "no": False, "off": False, "n": False}
 
 
@@ -207,7 +209,7 @@ def _bool(raw: Any, path: Path, findings: Findings) -> bool | None:
 def _int(raw: Any, path: Path, findings: Findings) -> int | None:
     if isinstance(raw, int) and not isinstance(raw, bool):
         return raw
-    if isinstance(raw, str) and raw.strip().lstrip("-").isdigit():
+    if isinstance(raw, str) and INT_TEXT.fullmatch(raw.strip()):
         return int(raw)
     findings.type_error(
         path, f'{dotted(path)} must be a whole number, not "{raw}"', "write a number, e.g. 45"

@@ -11,7 +11,7 @@ import dataclasses
 import re
 from collections.abc import Callable
 
-from rke_py.config import kdm, validate_network, validate_nodes
+from rke_py.config import kdm, validate_network, validate_nodes, validate_values, values
 from rke_py.config.findings import Findings, Path, did_you_mean, dotted
 from rke_py.config.mapping import YAML_NAMES
 from rke_py.config.schema import ClusterConfig, Services
@@ -21,7 +21,7 @@ AUTH_STRATEGIES = ("x509", "webhook")
 AUTHZ_MODES = ("rbac", "none")
 POD_SECURITY = ("", "privileged", "restricted")
 SERVICE_KEYS = {YAML_NAMES.get(f.name, f.name): f.name for f in dataclasses.fields(Services)}  # YAML -> field
-MAX_UNAVAILABLE = re.compile(r"^(\d+)(%?)$")
+MAX_UNAVAILABLE = re.compile(r"([0-9]{1,9})(%?)\Z", re.ASCII)
 
 
 def validate(config: ClusterConfig, findings: Findings) -> None:
@@ -68,7 +68,6 @@ def _extras(config: ClusterConfig, findings: Findings) -> None:
         for prefix in ("", "win_"):
             _extra_args(getattr(service, f"{prefix}extra_args"), (*base, f"{prefix}extra_args"), findings)
             _extra_env(getattr(service, f"{prefix}extra_env"), (*base, f"{prefix}extra_env"), findings)
-            _extra_binds(getattr(service, f"{prefix}extra_binds"), (*base, f"{prefix}extra_binds"), findings)
 
 
 def _extra_args(args: dict[str, str], path: Path, findings: Findings) -> None:
@@ -83,20 +82,10 @@ def _extra_args(args: dict[str, str], path: Path, findings: Findings) -> None:
 
 def _extra_env(env: list[str], path: Path, findings: Findings) -> None:
     for index, entry in enumerate(env):
-        if not re.match(r"^[^=\s]+=", entry):
+        name, equals, _ = entry.partition("=")
+        if not equals or values.env_name(name):
             findings.error(
                 (*path, index), f'{dotted(path)} entry "{entry}" is not KEY=value', 'e.g. "HTTP_PROXY=..."'
-            )
-
-
-def _extra_binds(binds: list[str], path: Path, findings: Findings) -> None:
-    for index, entry in enumerate(binds):
-        parts = entry.split(":")
-        if len(parts) not in (2, 3) or not all(parts[:2]):
-            findings.error(
-                (*path, index),
-                f'{dotted(path)} entry "{entry}" is not HOST_PATH:CONTAINER_PATH[:OPTIONS]',
-                'e.g. "/var/lib/data:/data:z"',
             )
 
 
@@ -196,6 +185,13 @@ def _cri_dockerd(config: ClusterConfig, findings: Findings) -> None:
 
 
 def _registries(config: ClusterConfig, findings: Findings) -> None:
+    for index, registry in enumerate(config.private_registries):
+        if not registry.url:
+            findings.error(
+                ("private_registries", index),
+                f"private_registries[{index}] has no url",
+                'add "url: <registry HOST[:PORT]>"; without it the credentials would go to Docker Hub',
+            )
     defaults = [i for i, registry in enumerate(config.private_registries) if registry.is_default]
     for index in defaults[1:]:
         findings.error(
@@ -216,6 +212,45 @@ def _upgrade_strategy(config: ClusterConfig, findings: Findings) -> None:
                 f'upgrade_strategy.{key} "{value}" is not a count or a percentage',
                 'write a whole number ("1") or a percentage up to 100% ("10%")',
             )
+
+
+def _numbers(config: ClusterConfig, findings: Findings) -> None:
+    """Counts and sizes that RKE takes as integers but that only make sense in a range."""
+    backup = config.services.etcd.backup_config
+    checks = [
+        (config.addon_job_timeout, ("addon_job_timeout",), 1, 24 * 3600, "seconds"),
+        (config.network.mtu, ("network", "mtu"), 0, 65535, "bytes (0: the plugin's default)"),
+    ]
+    if backup is not None:
+        base = ("services", "etcd", "backup_config")
+        checks += [
+            (backup.interval_hours, (*base, "interval_hours"), 0, 24 * 365, "hours"),
+            (backup.retention, (*base, "retention"), 0, 100_000, "snapshots"),
+            (backup.timeout, (*base, "timeout"), 0, 24 * 3600, "seconds"),
+        ]
+    for value, path, low, high, unit in checks:
+        if not low <= value <= high:
+            findings.error(path, f"{dotted(path)} {value} is out of range", f"use {low} to {high} {unit}")
+
+
+ADDON_PROVIDERS = {
+    "dns": ("coredns", "kube-dns", "none"),
+    "ingress": ("nginx", "none"),
+    "monitoring": ("metrics-server", "none"),
+}
+
+
+def _addon_providers(config: ClusterConfig, findings: Findings) -> None:
+    for section, providers in ADDON_PROVIDERS.items():
+        settings = getattr(config, section) or {}
+        provider = settings.get("provider")
+        if provider in (None, "", *providers):
+            continue
+        findings.error(
+            (section, "provider"),
+            f'unknown {section} provider "{provider}"',
+            f"use one of {', '.join(providers)}" + did_you_mean(str(provider), providers),
+        )
 
 
 # --- accepted but not acted on yet -------------------------------------------------------------------
@@ -246,12 +281,14 @@ def _not_deployed(config: ClusterConfig, findings: Findings) -> None:
 CHECKS: tuple[Callable[[ClusterConfig, Findings], None], ...] = (
     validate_nodes.nodes,
     validate_nodes.duplicates,
+    validate_nodes.loopback,
     validate_nodes.roles_present,
     validate_nodes.etcd_count,
     _external_etcd,
     validate_network.ranges,
     validate_network.node_port_range,
     _extras,
+    validate_values.check_values,
     _network_plugin,
     _authentication,
     _authorization,
@@ -260,5 +297,7 @@ CHECKS: tuple[Callable[[ClusterConfig, Findings], None], ...] = (
     _cri_dockerd,
     _registries,
     _upgrade_strategy,
+    _numbers,
+    _addon_providers,
     _not_deployed,
 )

@@ -6,13 +6,11 @@ and a cluster without the others cannot run a pod).
 
 from __future__ import annotations
 
-import re
-
+from rke_py.config import values
 from rke_py.config.findings import Findings, Path, did_you_mean, dotted
 from rke_py.config.schema import ROLES, ClusterConfig, Node
 
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
-DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 ROLE_EXAMPLE = {
     "etcd": '"role: [etcd, controlplane]" on 1, 3 or 5 nodes',
     "controlplane": '"role: [controlplane, etcd]" on at least one node',
@@ -62,15 +60,16 @@ def _role(role: str, path: Path, label: str, findings: Findings) -> None:
 
 
 def check_port(port: str, path: Path, findings: Findings) -> None:
-    if not (port.isdigit() and 1 <= int(port) <= 65535):
+    if not (values.DIGITS.match(port) and 1 <= int(port) <= 65535):
         findings.error(path, f'{dotted(path)} "{port}" is not a port number', "use a number from 1 to 65535")
 
 
 def _hostname(node: Node, path: Path, findings: Findings) -> None:
-    name = node.hostname_override
-    if not name or (len(name) <= 253 and DNS1123_SUBDOMAIN.match(name)):
-        return
+    """The node name (hostname_override, else the address) must be one Kubernetes accepts."""
+    name = node.name
     key = _name_key(path[1], findings)
+    if not name or values.subdomain(name) is None or (key == "address" and values.host(node.address)):
+        return  # an address that is wrong is reported as an address
     findings.error(
         (*path, key),
         f'node name "{name}" is not a valid Kubernetes node name (a DNS-1123 subdomain)',
@@ -92,7 +91,7 @@ def _taint(key: str, effect: str, path: Path, findings: Findings) -> None:
 
 def duplicates(config: ClusterConfig, findings: Findings) -> None:
     """Address is a node's identity for RKE; the hostname is its Kubernetes name. Both must be unique."""
-    addresses = _repeats([node.address for node in config.nodes])
+    addresses = _repeats([values.normal_host(node.address) for node in config.nodes])
     for index, first in addresses.items():
         value = config.nodes[index].address
         hint = "each node needs its own address"
@@ -126,6 +125,22 @@ def _name_key(index: int, findings: Findings) -> str:
 def _duplicate(path: Path, what: str, value: str, first: int, findings: Findings, hint: str) -> None:
     line = findings.where(("nodes", first))[0]
     findings.error(path, f'duplicate {what} "{value}": nodes[{first}] (line {line}) has it too', hint)
+
+
+def loopback(config: ClusterConfig, findings: Findings) -> None:
+    """127.0.0.1 or ::1 names a different machine for each node: only a one-node cluster may use it."""
+    if len(config.nodes) < 2:
+        return
+    for index, node in enumerate(config.nodes):
+        for key in ("address", "internal_address"):
+            address = values.ip(getattr(node, key))
+            if address is not None and address.is_loopback and (("nodes", index, key) in findings.positions):
+                findings.error(
+                    ("nodes", index, key),
+                    f"nodes[{index}].{key} {address} is a loopback address in a cluster of"
+                    f" {len(config.nodes)} nodes",
+                    "every node needs an address the other nodes can reach",
+                )
 
 
 def roles_present(config: ClusterConfig, findings: Findings) -> None:

@@ -1,41 +1,305 @@
-"""Parse YAML text into plain data plus the 1-based position of every mapping key and sequence item.
+"""Read cluster.yml bytes into plain data plus the 1-based position of every mapping key and sequence item.
 
-ruamel.yaml's round-trip loader keeps line/column on each node; we copy them into a flat dict keyed by path
-so the rest of the config package works on plain dicts and lists and can still cite file:line.
+The file comes from a user, a generator or an attacker, so reading it is bounded: its size, how deep it
+nests, and how many values its aliases expand to. Values are built from ruamel.yaml's node graph, not by
+its constructors, so no tag can make a Python object: plain text, numbers, true/false, null, lists and
+mappings come out; a tag that would make anything else, or whose value does not fit it (`!!int 45x`), is a
+problem at its file:line:col. Dates stay the text they were written as, as RKE reads them into its strings.
 """
 
 from __future__ import annotations
 
+import math
+import re
+import warnings
 from typing import Any
 
 from ruamel.yaml import YAML
-from ruamel.yaml.error import MarkedYAMLError, YAMLError
-from ruamel.yaml.scalarbool import ScalarBoolean
+from ruamel.yaml.error import MarkedYAMLError, ReusedAnchorWarning, YAMLError
+from ruamel.yaml.events import CollectionEndEvent, CollectionStartEvent, NodeEvent
+from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from ruamel.yaml.reader import ReaderError
 
 from rke_py.config.findings import Path
 from rke_py.errors import Problem
 
 Positions = dict[Path, tuple[int, int]]
 
+MAX_BYTES = 1024 * 1024  # a cluster.yml with every certificate inline is a few hundred KiB
+MAX_DEPTH = 64  # cluster.yml nests about 6 deep; an add-on's inline YAML is a string, not nesting
+MAX_VALUES = 100_000  # after alias expansion; 100 nodes with every option set is a few thousand
+MAX_INT_DIGITS = 18  # beyond this no setting is meaningful, and int() of thousands of digits is refused
+
+CORE = "tag:yaml.org,2002:"
+STR, INT, FLOAT, BOOL, NULL = (CORE + kind for kind in ("str", "int", "float", "bool", "null"))
+MAP, SEQ, MERGE = (CORE + kind for kind in ("map", "seq", "merge"))
+# Explicit tags a scalar may carry (mappings take only !!map, lists !!seq); other core tags (binary, omap,
+# set, ...) and local ones (!x) are refused.
+SCALAR_TAGS = {STR, INT, FLOAT, BOOL, NULL, "!"}
+BOOL_TEXT = {"true": True, "false": False, "yes": True, "no": False, "on": True, "off": False}
+NULL_TEXT = {"", "~", "null"}
+INT_TEXT = re.compile(r"[-+]?(0o[0-7_]+|0x[0-9a-f_]+|[0-9][0-9_]*)", re.IGNORECASE | re.ASCII)
+FLOAT_TEXT = re.compile(r"[-+]?(\.[0-9]+|[0-9][0-9_]*(\.[0-9_]*)?)([eE][-+]?[0-9]+)?", re.ASCII)
+UNSUPPORTED_TAG_HINT = "remove the tag: cluster.yml holds text, numbers, true/false, null, lists and mappings"
+
 
 class YamlSyntaxError(Exception):
-    """The text is not YAML; carries the one problem the parser can report."""
+    """The text cannot be read as cluster.yml data; carries every problem found (at least one)."""
 
-    def __init__(self, problem: Problem):
-        self.problem = problem
-        super().__init__(str(problem))
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        super().__init__("\n".join(str(problem) for problem in problems))
+
+
+def decode(data: bytes, source: str) -> str:
+    """The file's bytes as text; a size or encoding problem names where it is."""
+    if len(data) > MAX_BYTES:
+        raise YamlSyntaxError(
+            [
+                Problem(
+                    source,
+                    0,
+                    0,
+                    f"the file is larger than {MAX_BYTES // 1024} KiB; cluster.yml is a small text file",
+                    "check that --config names your cluster.yml",
+                )
+            ]
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        before = data[: exc.start].decode("utf-8", errors="replace")
+        line, col = _line_col(before, len(before))
+        raise YamlSyntaxError(
+            [
+                Problem(
+                    source,
+                    line,
+                    col,
+                    f"the file is not UTF-8 text (byte 0x{data[exc.start]:02x})",
+                    "save cluster.yml as UTF-8",
+                )
+            ]
+        ) from None
 
 
 def parse(text: str, source: str) -> tuple[Any, Positions]:
     """Return (plain data, positions). The root is at path () and position (1, 1)."""
+    yaml = YAML(typ="rt")
     try:
-        tree = YAML(typ="rt").load(text)
+        explicit = _scan(yaml, text, source)
+        with warnings.catch_warnings():  # a reused anchor is valid YAML: the later one counts
+            warnings.simplefilter("ignore", ReusedAnchorWarning)
+            root = yaml.compose(text)
+    except ReaderError as exc:
+        raise YamlSyntaxError([_reader_problem(exc, text, source)]) from None
     except MarkedYAMLError as exc:
-        raise YamlSyntaxError(_syntax_problem(exc, source)) from exc
+        raise YamlSyntaxError([_syntax_problem(exc, source)]) from None
     except YAMLError as exc:
-        raise YamlSyntaxError(Problem(source, 0, 0, f"YAML syntax error: {exc}")) from exc
+        raise YamlSyntaxError([Problem(source, 0, 0, f"YAML syntax error: {_one_line(str(exc))}")]) from None
+    builder = _Builder(source, explicit)
     positions: Positions = {(): (1, 1)}
-    return _plain(tree, (), positions), positions
+    data = None if root is None else builder.value(root, (), positions, 0)
+    if builder.problems:
+        raise YamlSyntaxError(builder.problems)
+    return data, positions
+
+
+def _scan(yaml: YAML, text: str, source: str) -> set[int]:
+    """Refuse nesting beyond MAX_DEPTH before the (recursive) composer sees it; return explicit tags' places.
+
+    The parser is an event stream, so this walk is flat however deep the file goes.
+    """
+    depth = 0
+    explicit: set[int] = set()
+    for event in yaml.parse(text):
+        if isinstance(event, CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                line, col = event.start_mark.line + 1, event.start_mark.column + 1
+                raise YamlSyntaxError([_too_deep(source, line, col)])
+        elif isinstance(event, CollectionEndEvent):
+            depth -= 1
+        if isinstance(event, NodeEvent) and getattr(event, "tag", None) is not None:
+            explicit.add(event.start_mark.index)
+    return explicit
+
+
+def _too_deep(source: str, line: int, col: int) -> Problem:
+    return Problem(
+        source,
+        line,
+        col,
+        f"the file nests lists and mappings more than {MAX_DEPTH} levels deep",
+        "cluster.yml nests a few levels; check for a runaway list, or an alias used inside its own anchor",
+    )
+
+
+class _Builder:
+    """Turns composed nodes into plain values, one budget of values for the whole file."""
+
+    def __init__(self, source: str, explicit: set[int]):
+        self.source = source
+        self.explicit = explicit
+        self.problems: list[Problem] = []
+        self.count = 0
+
+    def value(self, node: Node, path: Path, positions: Positions, depth: int) -> Any:
+        self.count += 1
+        if self.count > MAX_VALUES or depth > MAX_DEPTH:
+            raise YamlSyntaxError([self._budget_problem(node, depth)])
+        if self._is_explicit(node) and not _tag_fits(node):
+            self._problem(
+                node, f'the YAML tag "{_short(str(node.tag))}" is not supported here', UNSUPPORTED_TAG_HINT
+            )
+            return None
+        if isinstance(node, MappingNode):
+            return self._mapping(node, path, positions, depth)
+        if isinstance(node, SequenceNode):
+            out = []
+            for index, item in enumerate(node.value):
+                child = (*path, index)
+                positions[child] = _at(item)
+                out.append(self.value(item, child, positions, depth + 1))
+            return out
+        return self._scalar(node)
+
+    def _mapping(self, node: MappingNode, path: Path, positions: Positions, depth: int) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        seen: dict[str, int] = {}
+        merged: list[Node] = []
+        for key_node, value_node in node.value:
+            if key_node.tag == MERGE:
+                merged.extend(value_node.value if isinstance(value_node, SequenceNode) else [value_node])
+                continue
+            if not isinstance(key_node, ScalarNode) or (
+                self._is_explicit(key_node) and not _tag_fits(key_node)
+            ):
+                self._problem(
+                    key_node, "a mapping key must be text, not a list or mapping", 'write "key: value"'
+                )
+                continue
+            key = str(key_node.value)
+            if key in seen:
+                self._problem(
+                    key_node,
+                    f'duplicate key "{key}" (first on line {seen[key]})',
+                    "a key may appear only once in a mapping; remove or merge the repeated one",
+                )
+                continue
+            seen[key] = key_node.start_mark.line + 1
+            child = (*path, key)
+            positions[child] = _at(key_node)
+            out[key] = self.value(value_node, child, positions, depth + 1)
+        for source in merged:
+            self._merge(source, out, path, positions, depth)
+        return out
+
+    def _merge(self, node: Node, out: dict[str, Any], path: Path, positions: Positions, depth: int) -> None:
+        """`<<: *anchor`: the anchored mapping's keys, where the mapping does not set them itself."""
+        if not isinstance(node, MappingNode):
+            self._problem(node, 'a "<<" merge takes a mapping or a list of mappings', 'e.g. "<<: *defaults"')
+            return
+        for key, value in self._mapping(node, path, {}, depth).items():
+            if key not in out:
+                out[key] = value
+                positions.setdefault((*path, key), _at(node))
+
+    def _scalar(self, node: Node) -> Any:
+        text = str(node.value)
+        tag = str(node.tag)
+        if tag not in (INT, FLOAT, BOOL, NULL):  # text, a date, or a local "!" tag: the text as written
+            return text
+        value = _typed(tag, text.strip())
+        if value is not _NOT_TYPED:
+            return value
+        if self._is_explicit(node):
+            hint = f"remove the tag, or write a valid {_short(tag)} value"
+            self._problem(node, f'"{text}" is not a valid {_short(tag)} value', hint)
+            return None
+        return text  # e.g. .inf or .nan: kept as written, and no setting takes them
+
+    def _is_explicit(self, node: Node) -> bool:
+        return node.start_mark.index in self.explicit
+
+    def _problem(self, node: Node, message: str, hint: str) -> None:
+        line, col = _at(node)
+        self.problems.append(Problem(self.source, line, col, message, hint))
+
+    def _budget_problem(self, node: Node, depth: int) -> Problem:
+        line, col = _at(node)
+        if depth > MAX_DEPTH:
+            return _too_deep(self.source, line, col)
+        return Problem(
+            self.source,
+            line,
+            col,
+            f"the file's aliases expand to more than {MAX_VALUES} values",
+            "use each &anchor a few times at most",
+        )
+
+
+_NOT_TYPED = object()
+
+
+def _typed(tag: str, text: str) -> Any:
+    """`text` as the value `tag` names, or _NOT_TYPED when it is not one."""
+    lower = text.lower()
+    if tag == NULL and lower in NULL_TEXT:
+        return None
+    if tag == BOOL and lower in BOOL_TEXT:
+        return BOOL_TEXT[lower]
+    if tag == INT and INT_TEXT.fullmatch(text):
+        return _int(text)
+    if tag == FLOAT and FLOAT_TEXT.fullmatch(text):
+        number = float(text.replace("_", ""))
+        return number if math.isfinite(number) else _NOT_TYPED
+    return _NOT_TYPED
+
+
+def _int(text: str) -> Any:
+    """A YAML integer as int; one too long to be a setting stays text (a validator then refuses it)."""
+    digits = text.lstrip("+-").replace("_", "")
+    if len(digits) > MAX_INT_DIGITS + 2:  # room for an 0x/0o prefix
+        return text
+    try:
+        return int(text.replace("_", ""), 0 if digits[:2].lower() in ("0x", "0o") else 10)
+    except ValueError:
+        return _NOT_TYPED
+
+
+def _tag_fits(node: Node) -> bool:
+    """An explicit tag rke-py can honour, on the kind of node it is for."""
+    if isinstance(node, MappingNode):
+        return node.tag == MAP
+    if isinstance(node, SequenceNode):
+        return node.tag == SEQ
+    return node.tag in SCALAR_TAGS
+
+
+def _short(tag: str) -> str:
+    return "!!" + tag[len(CORE) :] if tag.startswith(CORE) else tag
+
+
+def _at(node: Node) -> tuple[int, int]:
+    return (node.start_mark.line + 1, node.start_mark.column + 1)
+
+
+def _line_col(text: str, index: int) -> tuple[int, int]:
+    before = text[:index]
+    return before.count("\n") + 1, index - (before.rfind("\n") + 1) + 1
+
+
+def _reader_problem(exc: ReaderError, text: str, source: str) -> Problem:
+    line, col = _line_col(text, exc.position)
+    character = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "\0")
+    return Problem(
+        source,
+        line,
+        col,
+        f"the file contains the control character U+{character:04X}, which YAML does not allow",
+        "remove it; cluster.yml is plain text",
+    )
 
 
 def _syntax_problem(exc: MarkedYAMLError, source: str) -> Problem:
@@ -61,8 +325,6 @@ def _started_elsewhere(exc: MarkedYAMLError, mark: Any) -> bool:
 
 
 def _syntax_hint(what: str) -> str:
-    if "duplicate key" in what:
-        return "a key may appear only once in a mapping; remove or merge the repeated one"
     if "single document" in what:
         return 'cluster.yml holds one YAML document; remove the "---" line and what follows'
     if "\\t" in what or "tab" in what:
@@ -72,46 +334,3 @@ def _syntax_hint(what: str) -> str:
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
-
-
-def _plain(node: Any, path: Path, positions: Positions) -> Any:
-    if isinstance(node, dict):
-        return _plain_map(node, path, positions)
-    if isinstance(node, list):
-        return _plain_seq(node, path, positions)
-    return _plain_scalar(node)
-
-
-def _plain_map(node: Any, path: Path, positions: Positions) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in node.items():
-        name = str(key)
-        child = (*path, name)
-        if key in node.lc.data:  # keys merged in with "<<: *anchor" have no position of their own
-            positions[child] = _at(node.lc.key(key))
-        out[name] = _plain(value, child, positions)
-    return out
-
-
-def _plain_seq(node: Any, path: Path, positions: Positions) -> list[Any]:
-    out: list[Any] = []
-    for index, value in enumerate(node):
-        child = (*path, index)
-        positions[child] = _at(node.lc.item(index))
-        out.append(_plain(value, child, positions))
-    return out
-
-
-def _plain_scalar(node: Any) -> Any:
-    """ruamel's scalar subclasses (ScalarFloat, LiteralScalarString, ...) as the builtin types."""
-    if isinstance(node, ScalarBoolean):
-        return bool(node)
-    for kind in (bool, int, float, str):
-        if isinstance(node, kind):
-            return kind(node)
-    return node
-
-
-def _at(line_col: tuple[int, int] | None) -> tuple[int, int]:
-    line, col = line_col or (0, 0)
-    return (line + 1, col + 1)

@@ -17,6 +17,7 @@ from rke_py.deploy.facts import HostFacts
 from rke_py.errors import ApplyError
 from rke_py.hosts.base import Docker, HostConnection
 from rke_py.plan.components import REGISTRY, Component
+from rke_py.templating import hostport
 
 log = logging.getLogger("rke_py.deploy")
 POD_LABEL = "io.kubernetes.pod.name"  # on every container cri-dockerd starts for the kubelet
@@ -46,7 +47,7 @@ def leaving_actions(node: Node, reachable: bool) -> list[HostAction]:
 
 
 def peer_url(node: Node) -> str:
-    return f"https://{node.internal_address or node.address}:2380"
+    return f"https://{hostport(node.internal_address or node.address, 2380)}"
 
 
 def remove_etcd_members(docker: Docker, via: str, gone: list[Node]) -> list[str]:

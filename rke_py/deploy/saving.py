@@ -6,7 +6,7 @@ from pathlib import Path
 
 from rke_py.deploy.desired import Desired
 from rke_py.files import write_private_file
-from rke_py.pki.kubeconfig import admin_kubeconfig
+from rke_py.pki.kubeconfig import admin_kubeconfig, default_server
 from rke_py.state import State, kubeconfig_path_for, rke_config_json, state_path_for, write_state
 
 
@@ -24,8 +24,7 @@ def save_state(desired: Desired, *, current: bool) -> Path:
 
 def write_kubeconfig(desired: Desired) -> Path:
     """kube_config_<name>.yml naming the first controlplane node, as RKE's."""
-    config = desired.config
     path = kubeconfig_path_for(desired.config_path)
-    server = f"https://{config.hosts('controlplane')[0].address}:6443"
-    write_private_file(path, admin_kubeconfig(config, desired.bundle, server))
+    server = default_server(desired.config)
+    write_private_file(path, admin_kubeconfig(desired.config, desired.bundle, server))
     return path

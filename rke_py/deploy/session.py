@@ -27,6 +27,7 @@ from rke_py.hosts.base import DockerError, HostConnection
 from rke_py.hosts.connections import Connections
 from rke_py.hosts.hostkeys import HostKeyPolicy, HostKeyStore
 from rke_py.kube.api import KubeAPI, KubeAPIError
+from rke_py.templating import hostport
 from rke_py.verify.checks import Check, Report, verify
 
 log = logging.getLogger("rke_py.deploy")
@@ -167,7 +168,7 @@ class Session:
             cps = sorted(
                 self.desired.config.hosts("controlplane"), key=lambda n: n.address not in self.targets
             )
-            self._api = self.connector.kube_api([f"{n.address}:6443" for n in cps])
+            self._api = self.connector.kube_api([hostport(n.address, 6443) for n in cps])
         return self._api
 
     def verify(self) -> Report:

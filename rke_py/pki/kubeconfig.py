@@ -11,7 +11,7 @@ import base64
 from rke_py.config.schema import ClusterConfig
 from rke_py.pki.bundle import CA, KUBE_ADMIN, Bundle
 from rke_py.pki.paths import cert_path, key_path
-from rke_py.templating import template
+from rke_py.templating import hostport, template
 
 LOCAL_SERVER = "https://127.0.0.1:6443"  # every node reaches an apiserver here (itself, or nginx-proxy)
 LOCAL_CLUSTER = "local"
@@ -40,7 +40,7 @@ def default_server(config: ClusterConfig) -> str:
     controlplane = config.hosts("controlplane")
     if not controlplane:
         raise ValueError("the cluster has no controlplane node")
-    return f"https://{controlplane[0].address}:6443"
+    return f"https://{hostport(controlplane[0].address, 6443)}"
 
 
 def admin_kubeconfig(config: ClusterConfig, bundle: Bundle, server: str) -> str:

@@ -16,6 +16,7 @@ from ruamel.yaml import YAML
 
 from rke_py.config.schema import BaseService, ClusterConfig, Node
 from rke_py.pki.paths import cert_path, key_path, kubeconfig_path
+from rke_py.templating import hostport
 
 CA = "kube-ca"
 SIDEKICK = "service-sidekick"
@@ -81,7 +82,7 @@ def etcd_servers(config: ClusterConfig, node: Node) -> str:
     own = node.internal_address
     members = [n.internal_address for n in config.hosts("etcd")]
     ordered = ([own] if own in members else []) + [ip for ip in members if ip != own]
-    return ",".join(f"https://{ip}:2379" for ip in ordered)
+    return ",".join(f"https://{hostport(ip, 2379)}" for ip in ordered)
 
 
 def k8s_entrypoint(binary: str, flags: Mapping[str, str], service: BaseService) -> tuple[str, ...]:

@@ -7,6 +7,7 @@ from rke_py.pki.bundle import etcd_cert_name
 from rke_py.pki.paths import cert_path, key_path
 from rke_py.plan.common import CA, binds, ca_file, cert_files, env, host_path, render_flags
 from rke_py.plan.model import ContainerSpec, HealthCheck
+from rke_py.templating import hostport
 
 NAME = "etcd"
 DATA_DIR = "/var/lib/rancher/etcd/"
@@ -15,7 +16,9 @@ CIPHER_SUITES = "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_RSA_WITH_AES_25
 
 def initial_cluster(config: ClusterConfig) -> str:
     """Every etcd member in file order: `etcd-<hostname>=https://<internal>:2380,...`."""
-    return ",".join(f"etcd-{n.name}=https://{n.internal_address}:2380" for n in config.hosts("etcd"))
+    return ",".join(
+        f"etcd-{n.name}=https://{hostport(n.internal_address, 2380)}" for n in config.hosts("etcd")
+    )
 
 
 def listen_address(node: Node) -> str:
@@ -30,10 +33,10 @@ def flags(config: ClusterConfig, node: Node, joined: bool = False) -> dict[str, 
     return {
         "name": f"etcd-{node.name}",
         "data-dir": DATA_DIR,
-        "listen-client-urls": f"https://{listen}:2379",
-        "listen-peer-urls": f"https://{listen}:2380",
-        "advertise-client-urls": f"https://{node.internal_address}:2379",
-        "initial-advertise-peer-urls": f"https://{node.internal_address}:2380",
+        "listen-client-urls": f"https://{hostport(listen, 2379)}",
+        "listen-peer-urls": f"https://{hostport(listen, 2380)}",
+        "advertise-client-urls": f"https://{hostport(node.internal_address, 2379)}",
+        "initial-advertise-peer-urls": f"https://{hostport(node.internal_address, 2380)}",
         "initial-cluster-token": "etcd-cluster-1",
         "initial-cluster": initial_cluster(config),
         "initial-cluster-state": "existing" if joined else "new",
@@ -61,7 +64,7 @@ def etcdctl_env(node: Node) -> list[str]:
         f"ETCDCTL_CACERT={cert_path(CA)}",
         f"ETCDCTL_CERT={cert_path(cert)}",
         f"ETCDCTL_KEY={key_path(cert)}",
-        f"ETCDCTL_ENDPOINTS=https://{endpoint}:2379",
+        f"ETCDCTL_ENDPOINTS=https://{hostport(endpoint, 2379)}",
     ]
 
 
@@ -85,7 +88,7 @@ def container(config: ClusterConfig, node: Node, joined: bool = False) -> Contai
 
 def health(node: Node) -> HealthCheck:
     return HealthCheck(
-        url=f"https://{node.internal_address}:2379/health",
+        url=f"https://{hostport(node.internal_address, 2379)}/health",
         client_cert="kube-node",
         expect_json=(("health", "true"),),
         retries=18,  # RKE allows 90 s for a re-election
