@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from pathlib import Path
+
+from rke_py.errors import UsageError
 
 
 def write_private_file(path: str | os.PathLike[str], data: str | bytes) -> None:
@@ -33,3 +36,17 @@ def write_private_file(path: str | os.PathLike[str], data: str | bytes) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def open_private(path: str | os.PathLike[str], flags: int) -> int:
+    """Open (creating) `path` 0600 without following a symbolic link, as a descriptor; an existing file that
+    others could read is narrowed to 0600. Raises UsageError when `path` is a link or cannot be opened."""
+    try:
+        fd = os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UsageError(f"{path} is a symbolic link; rke-py does not write through links") from None
+        raise UsageError(f"cannot open {path}: {exc.strerror or exc}") from None
+    if os.fstat(fd).st_mode & 0o077:
+        os.fchmod(fd, 0o600)
+    return fd

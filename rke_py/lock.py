@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from rke_py.errors import LockedError
+from rke_py.files import open_private
 
 
 def lock_path_for(config_path: Path) -> Path:
@@ -23,7 +24,7 @@ def lock_path_for(config_path: Path) -> Path:
 @contextlib.contextmanager
 def cluster_lock(config_path: Path) -> Iterator[None]:
     path = lock_path_for(Path(config_path))
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = open_private(path, os.O_RDWR)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -30,7 +30,9 @@ from rke_py.config.generate import (
 from rke_py.config.schema import ROLES
 from rke_py.config.vagrant import nodes_from_vagrant, parse_ssh_config, run_ssh_config
 from rke_py.config.validate import AUTHZ_MODES, NETWORK_PLUGINS
-from rke_py.errors import ConfigError, UsageError
+from rke_py.errors import ConfigError, UsageError, printable
+
+MAX_SSH_CONFIG = 1024 * 1024  # `vagrant ssh-config` prints a few hundred bytes a machine
 
 
 @click.command("config")
@@ -100,7 +102,9 @@ def command(
         loaded = cluster_config.load_text(text, name)
     except ConfigError as exc:
         # Positions in a file that was never written would mean nothing to the user: say what is wrong.
-        problems = "\n".join(f"  {p.message}" + (f" — {p.hint}" if p.hint else "") for p in exc.problems)
+        problems = "\n".join(
+            f"  {printable(p.message)}" + (f" — {p.hint}" if p.hint else "") for p in exc.problems
+        )
         raise UsageError(
             f"these nodes do not make a cluster rke-py accepts; nothing was written:\n{problems}"
         ) from None
@@ -127,7 +131,7 @@ def _describe(
         return [parse_node_option(spec) for spec in node_specs], cluster
     if vagrant_ssh_config is not None or vagrant_dir is not None:
         if vagrant_ssh_config is not None:
-            text = Path(vagrant_ssh_config).read_text(encoding="utf-8")
+            text = _read_ssh_config(vagrant_ssh_config)
             cluster.written_by = _command_line(f"--vagrant-ssh-config={vagrant_ssh_config}", key=ssh_key_path)
         else:
             text = run_ssh_config(vagrant_dir or ".")
@@ -140,6 +144,20 @@ def _describe(
             " --from-vagrant [DIR]"
         )
     return _interview(cluster.ssh_key_path, err=to_stdout)
+
+
+def _read_ssh_config(path: str) -> str:
+    try:
+        with open(path, "rb") as file:
+            data = file.read(MAX_SSH_CONFIG + 1)
+    except OSError as exc:
+        raise UsageError(f"cannot read --vagrant-ssh-config {path}: {exc.strerror or exc}") from None
+    try:
+        if len(data) > MAX_SSH_CONFIG:
+            raise ValueError
+        return data.decode("utf-8")
+    except ValueError:
+        raise UsageError(f'--vagrant-ssh-config {path} is not the text "vagrant ssh-config" prints') from None
 
 
 def _command_line(*args: str, key: str | None) -> str:

@@ -7,8 +7,10 @@ With `--output json` stdout carries exactly one JSON document.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,9 +21,17 @@ from rich.console import Console
 from rich.logging import RichHandler
 
 from rke_py.deploy.phases import Phase
+from rke_py.files import open_private
 
 LOGGER = "rke_py"
 STDERR = Console(stderr=True)  # shared by log lines and the spinner so rich keeps them apart
+
+
+class _PrivateLog(logging.FileHandler):
+    """The log file, 0600 and never opened through a link: it names the hosts and steps of a build."""
+
+    def _open(self) -> io.TextIOWrapper:
+        return os.fdopen(open_private(self.baseFilename, os.O_WRONLY | os.O_APPEND), "a", encoding="utf-8")
 
 
 def setup_logging(log_file: Path | None, *, verbose: bool = False) -> None:
@@ -31,6 +41,8 @@ def setup_logging(log_file: Path | None, *, verbose: bool = False) -> None:
     quiet.propagate = False
     root = logging.getLogger(LOGGER)
     root.setLevel(logging.DEBUG)
+    for old in root.handlers:
+        old.close()
     root.handlers.clear()
     if sys.stderr.isatty():
         handler: logging.Handler = RichHandler(console=STDERR, show_path=False, markup=False)
@@ -41,7 +53,7 @@ def setup_logging(log_file: Path | None, *, verbose: bool = False) -> None:
     root.addHandler(handler)
     if log_file is not None:
         log_file.parent.mkdir(parents=True, exist_ok=True)
-        file_handler = logging.FileHandler(log_file)
+        file_handler = _PrivateLog(log_file)
         file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
         file_handler.setLevel(logging.DEBUG)
         root.addHandler(file_handler)

