@@ -212,7 +212,7 @@ MUTATIONS = (
 
 
 def seeds() -> list[str]:
-    return [path.read_text(encoding="utf-8") for path in SEEDS]
+    return [path.read_bytes().decode("utf-8", errors="replace") for path in SEEDS]
 
 
 def main() -> None:

@@ -23,6 +23,12 @@ def dotted(path: Path) -> str:
     return text
 
 
+def excerpt(value: object, limit: int = 60) -> str:
+    """`value` as text for a message, cut short when it is long (a 5,000-digit number helps nobody)."""
+    text = str(value)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
+
+
 def did_you_mean(word: str, choices: tuple[str, ...]) -> str:
     """' (did you mean "x"?)' for the closest choice, or "" when none is close."""
     close = difflib.get_close_matches(word, choices, n=1)

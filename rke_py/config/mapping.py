@@ -20,7 +20,7 @@ from functools import cache
 from typing import Any
 
 from rke_py.config import schema
-from rke_py.config.findings import Findings, Path, did_you_mean, dotted
+from rke_py.config.findings import Findings, Path, did_you_mean, dotted, excerpt
 
 # YAML key -> field name, where they differ.
 RENAMES = {"kube-api": "kube_api", "kube-controller": "kube_controller"}
@@ -202,7 +202,9 @@ def _bool(raw: Any, path: Path, findings: Findings) -> bool | None:
         return raw
     if isinstance(raw, str) and raw.lower() in YAML11_BOOLS:
         return YAML11_BOOLS[raw.lower()]
-    findings.type_error(path, f'{dotted(path)} must be true or false, not "{raw}"', "write true or false")
+    findings.type_error(
+        path, f'{dotted(path)} must be true or false, not "{excerpt(raw)}"', "write true or false"
+    )
     return None
 
 
@@ -212,7 +214,7 @@ def _int(raw: Any, path: Path, findings: Findings) -> int | None:
     if isinstance(raw, str) and INT_TEXT.fullmatch(raw.strip()):
         return int(raw)
     findings.type_error(
-        path, f'{dotted(path)} must be a whole number, not "{raw}"', "write a number, e.g. 45"
+        path, f'{dotted(path)} must be a whole number, not "{excerpt(raw)}"', "write a number, e.g. 45"
     )
     return None
 
@@ -222,7 +224,7 @@ def _kind(raw: Any) -> str:
         return "a mapping"
     if isinstance(raw, list):
         return "a list"
-    return f'the {"string" if isinstance(raw, str) else type(raw).__name__} "{raw}"'
+    return f'the {"string" if isinstance(raw, str) else type(raw).__name__} "{excerpt(raw)}"'
 
 
 def _list_hint(path: Path, raw: Any, item: Any) -> str:

@@ -67,8 +67,7 @@ def ranges(config: ClusterConfig, findings: Findings) -> None:
             "both must be the same range; set one and remove the other",
         )
     pods = _networks(config.services.kube_controller.cluster_cidr, CLUSTER_CIDR, findings)
-    if services:
-        _service_sizes(services, written, findings)
+    if services and _service_sizes(services, written, findings):
         _dns_server(config.services.kubelet.cluster_dns_server, services, findings)
     if pods:
         _pod_sizes(pods, config.services.kube_controller.extra_args, findings)
@@ -76,7 +75,9 @@ def ranges(config: ClusterConfig, findings: Findings) -> None:
         _overlap(services, pods, written, findings)
 
 
-def _service_sizes(services: list[Network], path: Path, findings: Findings) -> None:
+def _service_sizes(services: list[Network], path: Path, findings: Findings) -> bool:
+    """True when every range has a size kube-apiserver takes."""
+    fits = True
     for network in services:
         host_bits = network.max_prefixlen - network.prefixlen
         if host_bits > MAX_SERVICE_HOST_BITS:
@@ -92,6 +93,8 @@ def _service_sizes(services: list[Network], path: Path, findings: Findings) -> N
                 f"service network {network} is too small for the kubernetes and DNS service addresses",
                 "use a range such as 10.43.0.0/16",
             )
+        fits = fits and 2 <= host_bits <= MAX_SERVICE_HOST_BITS
+    return fits
 
 
 def _example(network: Network, prefix: int) -> str:

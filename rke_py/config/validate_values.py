@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from rke_py.config import values
-from rke_py.config.findings import Findings, Path, dotted
+from rke_py.config.findings import Findings, Path, dotted, excerpt
 from rke_py.config.mapping import RENAMES, YAML_NAMES
 from rke_py.config.schema import ClusterConfig
 
@@ -86,7 +86,7 @@ def check_values(config: ClusterConfig, findings: Findings) -> None:
             problem = value and path in findings.positions and check(value)
             if problem:
                 what = f"{dotted(path[:-1])} key" if keys else dotted(path)
-                findings.error(path, f'{what} "{value}" {problem}', hint)
+                findings.error(path, f'{what} "{excerpt(value)}" {problem}', hint)
 
 
 def values_at(node: Any, pattern: tuple[str, ...], path: Path = ()) -> Iterator[tuple[Path, str]]:

@@ -172,12 +172,14 @@ class _Builder:
             if key_node.tag == MERGE:
                 merged.extend(value_node.value if isinstance(value_node, SequenceNode) else [value_node])
                 continue
-            if not isinstance(key_node, ScalarNode) or (
-                self._is_explicit(key_node) and not _tag_fits(key_node)
-            ):
+            if not isinstance(key_node, ScalarNode):
                 self._problem(
                     key_node, "a mapping key must be text, not a list or mapping", 'write "key: value"'
                 )
+                continue
+            if self._is_explicit(key_node) and not _tag_fits(key_node):
+                tag = _short(str(key_node.tag))
+                self._problem(key_node, f'the YAML tag "{tag}" is not supported here', UNSUPPORTED_TAG_HINT)
                 continue
             key = str(key_node.value)
             if key in seen:
