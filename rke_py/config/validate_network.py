@@ -98,7 +98,7 @@ def _service_sizes(services: list[Network], path: Path, findings: Findings) -> b
 
 
 def _example(network: Network, prefix: int) -> str:
-    return str(ipaddress.ip_network((network.network_address, prefix)))
+    return str(ipaddress.ip_network((network.network_address, prefix), strict=False))
 
 
 def _pod_sizes(pods: list[Network], extra_args: dict[str, str], findings: Findings) -> None:
