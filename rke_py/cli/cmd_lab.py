@@ -79,13 +79,19 @@ def command() -> None:
 )
 @dir_option
 @binaries_option
+@click.option(
+    "--user",
+    default="root",
+    show_default=True,
+    help="The SSH user cluster.yml names; any other user is made in each host's docker group, not root.",
+)
 @output_option
 @docker_errors
-def up(name: str, nodes: int, directory: str | None, binaries: Path | None, output: str) -> None:
+def up(name: str, nodes: int, directory: str | None, binaries: Path | None, user: str, output: str) -> None:
     """Create lab NAME with N hosts (or start the hosts of an existing one)."""
     from rke_py.lab import clusteryml, hosts
 
-    lab = hosts.up(name, nodes, directory, progress=Progress(), binaries=binaries)
+    lab = hosts.up(name, nodes, directory, progress=Progress(), binaries=binaries, user=user)
     if output == "json":
         emit_json(
             {

@@ -22,6 +22,7 @@ from rke_py.kube.api import KubeAPI, KubeAPIError
 from rke_py.pki.certs import CertKeyPair
 from rke_py.plan.components import BACKUP_PREFIX, REGISTRY, Component
 from rke_py.plan.model import ContainerSpec
+from rke_py.plan.registries import registry_of
 from rke_py.verify.health import wait_healthy
 
 log = logging.getLogger("rke_py.deploy")
@@ -160,12 +161,6 @@ class Applier:
                 detail,
                 log_tail=_log_tail(target, cid or spec.name),
             )
-
-
-def registry_of(image: str) -> str:
-    """The registry host an image reference names (Docker's rule: a first part with '.' or ':')."""
-    first, sep, _ = image.partition("/")
-    return first if sep and ("." in first or ":" in first or first == "localhost") else "docker.io"
 
 
 def _log_tail(target: Target, container: str, lines: int = 10, window: int = 300) -> list[str]:

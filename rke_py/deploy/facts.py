@@ -25,4 +25,3 @@ class HostFacts:
     file_hashes: dict[str, str | None] = field(default_factory=dict)
     listening_ports: set[int] = field(default_factory=set)
     disk_free_mb: int = 0
-    uid: int = 0

@@ -18,7 +18,8 @@ from rke_py.plan.model import HASH_LABEL, MANAGED_LABEL, NAME_LABEL, NodePlan
 def observe(
     host: HostConnection, plan: NodePlan | None, prefix: str, registry: tuple[Component, ...] = REGISTRY
 ) -> HostFacts:
-    """One Docker info, one container list, one image list and one shell command per host."""
+    """One Docker info, one container list, one image list and one shell command per host (and one exec in
+    the file helper when the SSH user is not root)."""
     info = host.docker.info()
     facts = HostFacts(
         address=host.address,
@@ -34,7 +35,11 @@ def observe(
             facts.others[c.name] = seen
     facts.images = host.docker.image_tags()
     paths = [f.path for f in plan.files] if plan else []
-    _read_shell_facts(facts, host.run(_facts_script(paths, prefix)).stdout.decode(errors="replace"), paths)
+    # As root one shell command reads everything; otherwise the files are root's, read through Docker.
+    shell = host.run(_facts_script(paths if host.root else [], prefix)).stdout.decode(errors="replace")
+    _read_shell_facts(facts, shell, paths)
+    if not host.root:
+        facts.file_hashes = host.file_hashes(paths)
     return facts
 
 
@@ -42,7 +47,7 @@ def _facts_script(paths: list[str], prefix: str) -> str:
     hashes = f"sha256sum -- {' '.join(shlex.quote(p) for p in paths)} 2>/dev/null" if paths else "true"
     return (
         f"{hashes}; echo '--- ports'; cat /proc/net/tcp /proc/net/tcp6 2>/dev/null; "
-        f"echo '--- df'; df -Pk {shlex.quote(prefix)} | tail -n 1; echo '--- uid'; id -u"
+        f"echo '--- df'; df -Pk {shlex.quote(prefix)} | tail -n 1"
     )
 
 
@@ -60,5 +65,3 @@ def _read_shell_facts(facts: HostFacts, out: str, paths: list[str]) -> None:
             facts.listening_ports.add(int(fields[1].rsplit(":", 1)[1], 16))
         elif section == "df" and len(fields) >= 4 and fields[3].isdigit():
             facts.disk_free_mb = int(fields[3]) // 1024
-        elif section == "uid" and fields and fields[0].isdigit():
-            facts.uid = int(fields[0])

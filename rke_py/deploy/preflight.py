@@ -31,9 +31,6 @@ def preflight(
                 problems.append(f"port {port} (for {component.name}) is already in use by another program")
     if facts.disk_free_mb and facts.disk_free_mb < MIN_DISK_MB:
         problems.append(f"only {facts.disk_free_mb} MiB free under {config.prefix_path} (need {MIN_DISK_MB})")
-    if facts.uid != 0:
-        where = f"{config.prefix_path.rstrip('/')}/etc/kubernetes"
-        problems.append(f"user {node.user} is not root: rke-py writes certificates under {where}")
     if problems:
         return HostError(facts.address, "preflight", "; ".join(problems))
     return None

@@ -112,7 +112,7 @@ def clean_host(
         host.docker.remove(container.id)
     for pod in host.docker.containers(POD_LABEL):
         host.docker.remove(pod.id)
-    host.run(clean_script(prefix))
+    host.run_as_root(clean_script(prefix))
     return [c.name for c in found]
 
 

@@ -11,6 +11,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import paramiko
+
 from rke_py.config.schema import Node
 from rke_py.deploy.actions import AddMember, ApplyObject, ClusterAction, HostAction
 from rke_py.deploy.apply import Target
@@ -25,8 +27,12 @@ from rke_py.deploy.targets import bastion_target, ssh_target
 from rke_py.errors import ConnectError, HostError, RkePyError
 from rke_py.hosts.base import DockerError, HostConnection
 from rke_py.hosts.connections import Connections
+from rke_py.hosts.docker_api import HostDocker
+from rke_py.hosts.dockerfiles import DockerFiles
 from rke_py.hosts.hostkeys import HostKeyPolicy, HostKeyStore
 from rke_py.kube.api import KubeAPI, KubeAPIError
+from rke_py.plan.common import KUBE_DIR, host_path
+from rke_py.plan.registries import registry_auth, registry_of
 from rke_py.templating import hostport
 from rke_py.verify.checks import Check, Report, verify
 
@@ -55,7 +61,7 @@ class Connector(Protocol):
 
 class SSHConnector:
     """Real hosts over SSH, with the host keys pinned in the state; the API at the controlplane addresses,
-    as the admin kubeconfig names them."""
+    as the admin kubeconfig names them, each reached through its own node's SSH connection."""
 
     def __init__(self, desired: Desired, options: Options):
         self.desired = desired
@@ -64,13 +70,32 @@ class SSHConnector:
             host_keys=self.host_keys,
             bastion=bastion_target(desired.config),
             policy=HostKeyPolicy(options.host_key_policy),
+            docker_files=self._docker_files,
         )
+
+    def _docker_files(self, docker: HostDocker) -> DockerFiles:
+        """Files through rke-tools containers, for a user in the docker group (RKE's cert-deployer way)."""
+        config = self.desired.config
+        auth = registry_auth(config)
+
+        def ensure(image: str) -> None:
+            if image not in docker.image_tags():
+                docker.pull(image, auth.get(registry_of(image)))
+
+        return DockerFiles(docker, config.system_images.alpine, host_path(config, KUBE_DIR), ensure)
 
     def host(self, node: Node) -> HostConnection:
         return self.connections.host(ssh_target(node, self.desired.config), node.docker_socket)
 
     def kube_api(self, servers: list[str]) -> KubeAPI:
-        return KubeAPI(servers, self.desired.bundle["kube-ca"], self.desired.bundle["kube-admin"])
+        bundle = self.desired.bundle
+        return KubeAPI(servers, bundle["kube-ca"], bundle["kube-admin"], self._dial)
+
+    def _dial(self, host: str, port: int) -> paramiko.Channel:
+        """A channel from the controlplane node at `host` to its own apiserver, on the node's loopback (its
+        address may be a NAT's that the node cannot reach itself); TLS still checks the name `host`."""
+        node = next(n for n in self.desired.config.hosts("controlplane") if n.address == host)
+        return self.connections.get(ssh_target(node, self.desired.config)).open_tcp("127.0.0.1", port)
 
     def learned_host_keys(self) -> dict[str, str]:
         return dict(self.host_keys.learned)

@@ -24,6 +24,7 @@ from rke_py.deploy.saving import save_state, write_kubeconfig
 from rke_py.deploy.session import Connector, Options, Session, combined
 from rke_py.errors import HostError, PreflightError
 from rke_py.plan.components import PLANES
+from rke_py.plan.registries import registry_auth
 from rke_py.verify.checks import Report
 
 log = logging.getLogger("rke_py.deploy")
@@ -383,12 +384,3 @@ def plan(desired: Desired, options: Options, connector: Connector | None = None)
     with session:
         run_phases(up_phases(run), dry_run=True)
     return UpResult(run.host_actions, run.cluster_actions, None)
-
-
-def registry_auth(config: ClusterConfig) -> dict[str, dict[str, str]]:
-    """Credentials per registry host, as pulls look them up (an empty url is Docker Hub, as in RKE)."""
-    return {
-        (r.url.split("://")[-1].split("/")[0] or "docker.io"): {"username": r.user, "password": r.password}
-        for r in config.private_registries
-        if r.user
-    }

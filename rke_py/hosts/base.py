@@ -75,7 +75,14 @@ class HostConnection(Protocol):
     @property
     def docker(self) -> Docker: ...
 
+    @property
+    def root(self) -> bool:
+        """Whether the SSH user is root; if not, files and root's commands go through Docker."""
+        ...
+
     def run(self, cmd: str, *, input: bytes | None = None, timeout: float = 60) -> Completed: ...
+
+    def run_as_root(self, script: str) -> Completed: ...
 
     def write_file(self, path: str, content: bytes, mode: int) -> None: ...
 
@@ -92,3 +99,19 @@ class HostConnection(Protocol):
     ) -> tuple[int, bytes]: ...
 
     def http_get(self, url: str, *, timeout: float = 5) -> tuple[int, bytes]: ...
+
+
+def parse_sha256sum(out: str, paths: list[str]) -> dict[str, str]:
+    """`sha256sum` output as path -> digest for the `paths` asked about; both ways of writing files use it.
+    GNU escapes a name holding a newline or backslash (and marks its line with a leading backslash)."""
+    found: dict[str, str] = {}
+    wanted = set(paths)
+    for line in out.splitlines():
+        digest, sep, name = line.partition("  ")
+        if not sep:
+            continue
+        if digest.startswith("\\"):
+            digest, name = digest[1:], name.replace("\\n", "\n").replace("\\\\", "\\")
+        if name in wanted:
+            found[name] = digest
+    return found

@@ -188,7 +188,7 @@ class _TLSChannel:
         return io.BufferedReader(_Stream(self.recv))
 
     def close(self) -> None:
-        """Left to http_get: http.client closes its socket as soon as a `Connection: close` response's
+        """Left to http_request: http.client closes its socket as soon as a `Connection: close` response's
         headers are read, relying on the response's file to keep a real socket open for the body."""
 
 
@@ -203,13 +203,22 @@ class _PlainChannel:
         return io.BufferedReader(_Stream(self._chan.recv))
 
     def close(self) -> None:
-        """Left to http_get, as for _TLSChannel."""
+        """Left to http_request, as for _TLSChannel."""
 
 
-def http_get(
-    chan: paramiko.Channel, host: str, port: int, path: str, *, context: ssl.SSLContext | None, timeout: float
+def http_request(
+    chan: paramiko.Channel,
+    host: str,
+    port: int,
+    path: str,
+    *,
+    context: ssl.SSLContext | None,
+    timeout: float,
+    method: str = "GET",
+    body: bytes | None = None,
+    headers: dict[str, str] | None = None,
 ) -> tuple[int, bytes]:
-    """One GET over an open channel (TLS when `context` is given); returns (status, body)."""
+    """One HTTP request over an open channel (TLS when `context` is given); returns (status, body)."""
     chan.settimeout(timeout)
     deadline = time.monotonic() + timeout
     try:
@@ -219,7 +228,7 @@ def http_get(
     conn = http.client.HTTPConnection(host, port, timeout=max(deadline - time.monotonic(), 0.1))
     conn.sock = sock  # http.client only needs sendall() and makefile() from it
     try:
-        conn.request("GET", path, headers={"Connection": "close"})
+        conn.request(method, path, body=body, headers={**(headers or {}), "Connection": "close"})
         response = conn.getresponse()
         return response.status, response.read()
     except ssl.SSLError as e:

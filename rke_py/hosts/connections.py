@@ -7,8 +7,10 @@ to each host once however many steps it takes, and all hosts share one bastion t
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
-from rke_py.hosts.docker_api import DEFAULT_SOCKET, docker_client
+from rke_py.hosts.docker_api import DEFAULT_SOCKET, HostDocker, docker_client
+from rke_py.hosts.dockerfiles import DockerFiles
 from rke_py.hosts.host import Host
 from rke_py.hosts.hostkeys import HostKeyPolicy, HostKeyStore
 from rke_py.hosts.keys import KeyLoader
@@ -26,8 +28,10 @@ class Connections:
         policy: HostKeyPolicy = HostKeyPolicy.ACCEPT_NEW,
         timeout: float = 10,
         keys: KeyLoader | None = None,
+        docker_files: Callable[[HostDocker], DockerFiles] | None = None,
     ):
         self.host_keys = host_keys
+        self.docker_files = docker_files  # how a host whose user is not root writes files
         self.bastion_target = bastion
         self.policy = policy
         self.timeout = timeout
@@ -71,7 +75,10 @@ class Connections:
         key = f"{target.address}:{target.port}"
         with self._host_lock(f"docker {key}"):
             if key not in self._hosts:
-                self._hosts[key] = Host(conn, docker_client(conn, docker_socket or DEFAULT_SOCKET))
+                docker = docker_client(conn, docker_socket or DEFAULT_SOCKET)
+                root = conn.run("id -u").stdout.strip() == b"0"
+                files = None if root or self.docker_files is None else self.docker_files(docker)
+                self._hosts[key] = Host(conn, docker, files)
             return self._hosts[key]
 
     def close(self) -> None:
@@ -81,7 +88,7 @@ class Connections:
             self._hosts.clear()
             self._conns.clear()
         for host in hosts:
-            host.docker.close()
+            host.close()
         for key, conn in conns:
             if key != "bastion":
                 conn.close()

@@ -41,7 +41,8 @@ def socket_hint(socket_path: str) -> str:
     return (
         f"Unable to access the Docker socket ({socket_path}). Please check if the configured user can "
         "execute `docker ps` on the node, and if the SSH server version is at least version 6.7 or higher. "
-        "If you are using RedHat/CentOS, you can't use the user `root`."
+        "If you are using RedHat/CentOS, you can't use the user `root`. A user other than root must be in "
+        "the docker group: `sudo usermod -aG docker <user>` on the node, then connect again"
     )
 
 
@@ -254,6 +255,19 @@ class HostDocker:
         out = self._call(f"exec in {container}", self.api.exec_start, exec_id)
         code = self._call(f"exec in {container}", self.api.exec_inspect, exec_id).get("ExitCode") or 0
         return code, out.decode(errors="replace")
+
+    def put_archive(self, container: str, path: str, data: bytes) -> None:
+        self._call(f"copy into {container}:{path}", self.api.put_archive, container, path, data)
+
+    def wait(self, container: str, timeout: float) -> int:
+        """The container's exit code once it stops (DockerError when it runs longer than `timeout`)."""
+        return int(
+            self._call(f"wait for {container}", self.api.wait, container, timeout=timeout)["StatusCode"]
+        )
+
+    def api_call(self, what: str, fn: Callable[[docker.APIClient], Any]) -> Any:
+        """A docker-py call this class has no method for, with its errors mapped like the others."""
+        return self._call(what, fn, self.api)
 
     def close(self) -> None:
         self.api.close()

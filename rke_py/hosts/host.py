@@ -1,16 +1,23 @@
-"""A connected host: its SSH connection and the Docker API over it, as one `HostConnection`."""
+"""A connected host: its SSH connection and the Docker API over it, as one `HostConnection`.
+
+As root, files are written over SFTP and hashed and cleaned with shell commands; as a user who may only
+use Docker, the same operations go through helper containers (`DockerFiles`). Nothing above this class
+knows which.
+"""
 
 from __future__ import annotations
 
 from rke_py.hosts.base import Completed
 from rke_py.hosts.docker_api import HostDocker
+from rke_py.hosts.dockerfiles import DockerFiles
 from rke_py.hosts.ssh import Connection
 
 
 class Host:
-    def __init__(self, conn: Connection, docker: HostDocker):
+    def __init__(self, conn: Connection, docker: HostDocker, files: DockerFiles | None = None):
         self.conn = conn
         self._docker = docker
+        self.files = files  # None: the SSH user is root
 
     def __repr__(self) -> str:
         return f"<Host {self.conn!r}>"
@@ -23,14 +30,25 @@ class Host:
     def docker(self) -> HostDocker:
         return self._docker
 
+    @property
+    def root(self) -> bool:
+        return self.files is None
+
     def run(self, cmd: str, *, input: bytes | None = None, timeout: float = 60) -> Completed:
         return self.conn.run(cmd, input=input, timeout=timeout)
 
+    def run_as_root(self, script: str) -> Completed:
+        """`script` with root's rights on the host: over SSH as root, else in the host's namespaces."""
+        return self.conn.run(script) if self.files is None else self.files.run_in_host(script)
+
     def write_file(self, path: str, content: bytes, mode: int) -> None:
-        self.conn.write_file(path, content, mode)
+        if self.files is None:
+            self.conn.write_file(path, content, mode)
+        else:
+            self.files.write_file(path, content, mode)
 
     def file_hashes(self, paths: list[str]) -> dict[str, str | None]:
-        return self.conn.file_hashes(paths)
+        return self.conn.file_hashes(paths) if self.files is None else self.files.file_hashes(paths)
 
     def https_get(
         self,
@@ -45,3 +63,8 @@ class Host:
 
     def http_get(self, url: str, *, timeout: float = 5) -> tuple[int, bytes]:
         return self.conn.http_get(url, timeout=timeout)
+
+    def close(self) -> None:
+        if self.files is not None:
+            self.files.close()
+        self._docker.close()

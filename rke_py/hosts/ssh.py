@@ -23,7 +23,7 @@ import paramiko
 
 from rke_py.errors import ConnectError
 from rke_py.hosts import channels
-from rke_py.hosts.base import Completed
+from rke_py.hosts.base import Completed, parse_sha256sum
 from rke_py.hosts.hostkeys import HostKeyPolicy, HostKeyRejected, HostKeyStore
 from rke_py.hosts.keys import KeyLoader, KeyProblem, expand_home
 
@@ -372,17 +372,9 @@ class Connection:
     def file_hashes(self, paths: list[str]) -> dict[str, str | None]:
         """sha256 of each file in one command (busybox has sha256sum); missing files map to None."""
         hashes: dict[str, str | None] = dict.fromkeys(paths)
-        if not paths:
-            return hashes
-        done = self.run("sha256sum -- " + " ".join(shlex.quote(p) for p in paths) + " 2>/dev/null; true")
-        for line in done.stdout.decode(errors="replace").splitlines():
-            digest, sep, name = line.partition("  ")
-            if not sep:
-                continue
-            if digest.startswith("\\"):  # GNU escapes names holding a newline or backslash
-                digest, name = digest[1:], name.replace("\\n", "\n").replace("\\\\", "\\")
-            if name in hashes:
-                hashes[name] = digest
+        if paths:
+            done = self.run("sha256sum -- " + " ".join(shlex.quote(p) for p in paths) + " 2>/dev/null; true")
+            hashes.update(parse_sha256sum(done.stdout.decode(errors="replace"), paths))
         return hashes
 
     # tunnels from the node itself (like RKE's "network" dialer)
@@ -426,7 +418,7 @@ class Connection:
         host, port, path = channels.split_url(url)
         chan = self.open_tcp(host, port, timeout=timeout)
         try:
-            return channels.http_get(chan, host, port, path, context=context, timeout=timeout)
+            return channels.http_request(chan, host, port, path, context=context, timeout=timeout)
         except (OSError, paramiko.SSHException, channels.HTTPProblem) as e:
             raise self._error("http", f"GET {url} from the node failed: {e}") from None
         finally:

@@ -1,21 +1,27 @@
 """A minimal Kubernetes API client for verify and cluster objects, using the admin certificate.
 
-It talks to the same address the admin kubeconfig names, so what rke-py checks is what kubectl sees.
+Every request rides an SSH channel that a controlplane node opens to its own apiserver address (`dial`),
+through the bastion when there is one, as RKE's API calls do: a machine that reaches the nodes only over
+SSH can build and check the cluster. The address is the one the admin kubeconfig names, so the server
+certificate is checked against the same name kubectl checks.
 """
 
 from __future__ import annotations
 
-import http.client
 import json
-import os
-import ssl
-import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import paramiko
+
+from rke_py.errors import RkePyError
+from rke_py.hosts import channels
 from rke_py.pki.certs import CertKeyPair
 
 FIELD_MANAGER = "rke-py"
+
+# (host, port) -> a byte stream to it, opened by a node; raises RkePyError or an SSH/OS error when it cannot.
+Dial = Callable[[str, int], paramiko.Channel]
 
 
 class KubeAPIError(Exception):
@@ -27,39 +33,43 @@ class KubeAPIError(Exception):
 
 
 class KubeAPI:
-    def __init__(self, servers: Sequence[str], ca: CertKeyPair, admin: CertKeyPair, timeout: float = 5):
-        self.servers = list(servers)  # "host:port", tried in order
+    def __init__(
+        self, servers: Sequence[str], ca: CertKeyPair, admin: CertKeyPair, dial: Dial, timeout: float = 5
+    ):
+        self.servers = list(servers)  # "host:port" (IPv6 bracketed), tried in order
+        self.dial = dial
         self.timeout = timeout
-        self._ctx = ssl.create_default_context(cadata=ca.leaf_pem)
-        with tempfile.TemporaryDirectory() as tmp:  # 0700: the key is never readable by others
-            cert, key = os.path.join(tmp, "c.pem"), os.path.join(tmp, "k.pem")
-            for path, text in ((cert, admin.cert_pem), (key, admin.key_pem)):
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                with os.fdopen(fd, "w") as f:
-                    f.write(text)
-            self._ctx.load_cert_chain(cert, key)
+        self._ctx = channels.tls_context(
+            ca.leaf_pem.encode(), admin.cert_pem.encode(), admin.key_pem.encode()
+        )
 
     def request(
         self, method: str, path: str, body: Any = None, content_type: str = "application/json"
     ) -> Any:
         """Send to the first server that answers; raise KubeAPIError on HTTP errors."""
         last: Exception | None = None
+        data = json.dumps(body).encode() if body is not None else None
         for server in self.servers:
             host, _, port = server.rpartition(":")
-            conn = http.client.HTTPSConnection(host, int(port), context=self._ctx, timeout=self.timeout)
+            host = host.strip("[]")
             try:
-                data = json.dumps(body).encode() if body is not None else None
-                conn.request(method, path, body=data, headers={"Content-Type": content_type})
-                resp = conn.getresponse()
-                raw = resp.read()
-            except OSError as exc:
+                status, raw = channels.http_request(
+                    self.dial(host, int(port)),
+                    host,
+                    int(port),
+                    path,
+                    context=self._ctx,
+                    timeout=self.timeout,
+                    method=method,
+                    body=data,
+                    headers={"Content-Type": content_type},
+                )
+            except (OSError, RkePyError, paramiko.SSHException, channels.HTTPProblem) as exc:
                 last = exc
                 continue
-            finally:
-                conn.close()
-            if resp.status >= 400:
+            if status >= 400:
                 raise KubeAPIError(
-                    f"{method} {path}: HTTP {resp.status}: {raw[:200].decode(errors='replace')}", resp.status
+                    f"{method} {path}: HTTP {status}: {raw[:200].decode(errors='replace')}", status
                 )
             return json.loads(raw) if raw else None
         raise KubeAPIError(f"no apiserver answered ({', '.join(self.servers)}): {last}")

@@ -31,7 +31,7 @@ def cluster_document(lab: Lab) -> dict[str, Any]:
             {
                 "address": host.address,
                 "hostname_override": host.name,
-                "user": "root",
+                "user": lab.user,
                 "role": host.role,
                 "ssh_key_path": str(lab.key_path),
             }

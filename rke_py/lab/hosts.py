@@ -25,6 +25,7 @@ from typing import Any
 import docker
 from docker.models.containers import Container
 
+from rke_py.config import values
 from rke_py.errors import UsageError
 from rke_py.lab import clusteryml, images, keys, registry, subnets
 from rke_py.lab.images import LabImage, Progress, lab_file
@@ -161,6 +162,8 @@ def _create_host(
             "root/.ssh/authorized_keys": (pubkey.encode(), 0o600),
             "etc/docker/daemon.json": (daemon_json(lab.registry), 0o644),
             "etc/rke-py-lab/network": (pod_network(lab, host).encode(), 0o644),
+            # lab-init makes this user, in the docker group, with root's key
+            "etc/rke-py-lab/user": (f"{lab.user}\n".encode(), 0o644),
         },
         {"root": 0o700, "root/.ssh": 0o700, "etc/docker": 0o755, "etc/rke-py-lab": 0o755},
     )
@@ -254,10 +257,14 @@ def up(
     directory: str | None = None,
     progress: Progress = _quiet,
     binaries: Path | None = None,
+    user: str = "root",
 ) -> Lab:
     """Bring up (or complete) lab `name` with `nodes` hosts; return it once every host answers. With
-    `binaries` (real Kubernetes server binaries and cri-dockerd) the cluster images run them."""
+    `binaries` (real Kubernetes server binaries and cri-dockerd) the cluster images run them. With a
+    `user` other than root, cluster.yml logs in as that user, who may use Docker but is not root."""
     _check_name(name)
+    if values.user(user) or user == "docker":
+        raise UsageError(f"--user {user!r} is not a login name rke-py's lab can create")
     version = kubernetes_version(binaries) if binaries is not None else KUBERNETES_VERSION
     if not 1 <= nodes <= 200:
         raise LabError(f"--nodes {nodes}: a lab has 1 to 200 hosts")
@@ -265,12 +272,14 @@ def up(
     path = state_dir(name, directory)
     if (path / STATE_FILE).exists():
         lab = Lab.load(path)
-        if len(lab.hosts) != nodes:
+        if len(lab.hosts) != nodes or lab.user != user:
             raise LabError(
-                f"lab {name!r} exists with {len(lab.hosts)} nodes; `rke-py lab down --name {name}` first"
+                f"lab {name!r} exists with {len(lab.hosts)} nodes and user {lab.user};"
+                f" `rke-py lab down --name {name}` first"
             )
     else:
         lab = _new_lab(client, name, nodes, path)
+        lab.user = user
     progress("checking lab images")
     built = images.ensure_images(client, progress=progress, binaries=binaries)
     lab.images = {n: built[n].ref for n in images.CLUSTER_IMAGES}

@@ -95,7 +95,9 @@ def host_rootfs() -> tuple[Rootfs, list[str]]:
     ):
         r.binary(binary)
     r.busybox()
-    _etc(r, ["sshd:x:103:65534::/run/sshd:/usr/sbin/nologin"], [])
+    # dockerd gives its socket to the docker group (0660): a lab user in it may use Docker, as on a host
+    # set up the way RKE's documentation asks.
+    _etc(r, ["sshd:x:103:65534::/run/sshd:/usr/sbin/nologin"], ["docker:x:999:"])
     r.file("/etc/shadow", data="root:*:19000:0:99999:7:::\nsshd:*:19000:0:99999:7:::\n", mode=0o640)
     r.file("/etc/ssh/sshd_config", data=lab_file("sshd_config"))
     r.file("/etc/docker/daemon.json", data=lab_file("daemon.json"))

@@ -54,6 +54,7 @@ class Lab:
     images: dict[str, str] = field(default_factory=dict)  # lab image name -> ref without registry
     created_dir: bool = True  # remove the whole directory on `lab down` only if `lab up` made it
     kubernetes_version: str = KUBERNETES_VERSION  # what the kube-* images run (real binaries: theirs)
+    user: str = "root"  # the SSH user in cluster.yml; another user is in the hosts' docker group
 
     @property
     def network(self) -> str:

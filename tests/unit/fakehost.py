@@ -141,9 +141,10 @@ class FakeDocker:
 
 
 class FakeHost:
-    def __init__(self, world: World, node: Node, hostname: str = ""):
+    def __init__(self, world: World, node: Node, hostname: str = "", root: bool = True):
         self.world = world
         self.node = node
+        self.root = root
         self.hostname = hostname or node.address
         self.docker = FakeDocker(self)
         self.files: dict[str, tuple[bytes, int]] = {}
@@ -162,8 +163,11 @@ class FakeHost:
         words = shlex.split(cmd.split(";")[0])
         hashes = self.file_hashes(words[2:] if words[:2] == ["sha256sum", "--"] else [])
         out = "".join(f"{h}  {p}\n" for p, h in hashes.items() if h)
-        out += "--- ports\n--- df\n/dev/vda 263174212 23000000 209000000 10% /\n--- uid\n0\n"
+        out += "--- ports\n--- df\n/dev/vda 263174212 23000000 209000000 10% /\n"
         return Completed(0, out.encode(), b"")
+
+    def run_as_root(self, script: str) -> Completed:
+        return self.run(script)
 
     def write_file(self, path: str, content: bytes, mode: int) -> None:
         self.files[path] = (content, mode)

@@ -13,7 +13,7 @@ def config() -> ClusterConfig:
 
 
 def facts(**kw) -> HostFacts:
-    base = {"docker_version": "20.10.24", "disk_free_mb": 50_000, "uid": 0}
+    base = {"docker_version": "20.10.24", "disk_free_mb": 50_000}
     return HostFacts("10.0.0.1", **(base | kw))
 
 
@@ -45,7 +45,7 @@ def test_ignore_docker_version_is_honoured():
     assert preflight(cfg, NODE, facts(docker_version="1.13.1")) is None
 
 
-def test_shell_facts_parse_hashes_listening_ports_disk_and_uid():
+def test_shell_facts_parse_hashes_listening_ports_and_disk():
     out = (
         "abc  /etc/kubernetes/ssl/kube-ca.pem\n"
         "--- ports\n"
@@ -53,7 +53,6 @@ def test_shell_facts_parse_hashes_listening_ports_disk_and_uid():
         "   0: 0100007F:192B 00000000:0000 0A 00000000:00000000\n"
         "   1: 0100007F:9C40 0100007F:192B 01 00000000:00000000\n"
         "--- df\n/dev/vda 263174212 23000000 209000000 10% /\n"
-        "--- uid\n0\n"
     )
     f = HostFacts("h")
     _read_shell_facts(f, out, ["/etc/kubernetes/ssl/kube-ca.pem", "/etc/kubernetes/ssl/missing.pem"])
@@ -63,4 +62,3 @@ def test_shell_facts_parse_hashes_listening_ports_disk_and_uid():
     }
     assert f.listening_ports == {6443}
     assert f.disk_free_mb == 209000000 // 1024
-    assert f.uid == 0

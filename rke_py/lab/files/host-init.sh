@@ -27,6 +27,21 @@ chmod 0755 /run/sshd
 
 ssh-keygen -A >/dev/null
 
+# The SSH user cluster.yml names, when it is not root: in the docker group (so it may use Docker, and
+# nothing else of root's), logging in with root's lab key.
+user=$(cat /etc/rke-py-lab/user 2>/dev/null || echo root)
+if [ "$user" != root ] && ! grep -q "^$user:" /etc/passwd; then
+    echo "$user:x:1000:1000::/home/$user:/bin/sh" >>/etc/passwd
+    echo "$user:*:19000:0:99999:7:::" >>/etc/shadow
+    echo "$user:x:1000:" >>/etc/group
+    sed -i "s/^docker:x:999:.*/docker:x:999:$user/" /etc/group
+    mkdir -p "/home/$user/.ssh"
+    cp /root/.ssh/authorized_keys "/home/$user/.ssh/authorized_keys"
+    chown -R 1000:1000 "/home/$user"
+    chmod 700 "/home/$user/.ssh"
+    log "user $user (docker group) made"
+fi
+
 dockerd --config-file /etc/docker/daemon.json >>/var/log/dockerd.log 2>&1 &
 dockerd_pid=$!
 /usr/sbin/sshd -D -e >>/var/log/sshd.log 2>&1 &

@@ -1,0 +1,118 @@
+"""Files and root-only commands on a host whose SSH user is not root but may use Docker (RKE's usual setup).
+
+Docker runs containers as root, so what rke-py writes under `<prefix>/etc/kubernetes` goes through a
+helper container from the rke-tools image with that directory bound, as RKE's cert-deployer does: the
+content arrives as a tar (owner root, the file's mode from the first byte) and is renamed into place, so a
+reader never sees half a file. Hashes are read the same way. Cleanup on `remove` runs its script in the
+host's namespaces (`nsenter` from a privileged one-shot container), the same script root runs over SSH.
+"""
+
+from __future__ import annotations
+
+import io
+import posixpath
+import tarfile
+import time
+from collections.abc import Callable
+
+from rke_py.hosts.base import Completed, DockerError, parse_sha256sum
+from rke_py.hosts.docker_api import HostDocker
+
+HELPER = "rke-py-file-helper"
+CLEANER = "rke-py-cleaner"
+HELPER_LABEL = "io.rke-py.helper"  # not RKE's name label: observe never mistakes a helper for a component
+
+
+class DockerFiles:
+    def __init__(self, docker: HostDocker, image: str, root: str, ensure_image: Callable[[str], None]):
+        self.docker = docker
+        self.image = image  # rke-tools: busybox's sh, mkdir, mv, sha256sum and nsenter
+        self.root = root  # the one directory rke-py writes files under
+        self.ensure_image = ensure_image  # pulls the image (with the registry's credentials) when missing
+        self._helper: str | None = None
+
+    def _container(self) -> str:
+        if self._helper is None:
+            self.ensure_image(self.image)
+            self._remove(HELPER)  # a helper left by a run that was killed
+            self._helper = self.docker.api_call(
+                "create the file helper",
+                lambda api: api.create_container(
+                    image=self.image,
+                    name=HELPER,
+                    entrypoint=["sleep", "3600"],
+                    labels={HELPER_LABEL: "files"},
+                    host_config=api.create_host_config(
+                        binds=[f"{self.root}:{self.root}"], network_mode="none"
+                    ),
+                )["Id"],
+            )
+            self.docker.start(self._helper)
+        return self._helper
+
+    def _exec(self, argv: list[str]) -> str:
+        code, out = self.docker.exec(self._container(), argv)
+        if code:
+            raise DockerError(
+                f"{' '.join(argv[:2])} in the file helper failed ({code}): {out.strip()[-300:]}"
+            )
+        return out
+
+    def write_file(self, path: str, content: bytes, mode: int) -> None:
+        """Replace `path` (under the root) atomically, owned by root with `mode`."""
+        if not path.startswith(self.root.rstrip("/") + "/"):
+            raise DockerError(f"{path} is outside {self.root}, the directory rke-py writes to")
+        directory, name = posixpath.split(path)
+        tmp = f".{name}.rke-py-tmp"
+        self._exec(["mkdir", "-p", directory])
+        self.docker.put_archive(self._container(), directory, _tar(tmp, content, mode))
+        self._exec(["mv", "-f", posixpath.join(directory, tmp), path])
+
+    def file_hashes(self, paths: list[str]) -> dict[str, str | None]:
+        hashes: dict[str, str | None] = dict.fromkeys(paths)
+        if paths:
+            out = self._exec(["sh", "-c", 'sha256sum -- "$@" 2>/dev/null; true', "sh", *paths])
+            hashes.update(parse_sha256sum(out, paths))
+        return hashes
+
+    def run_in_host(self, script: str, timeout: float = 120) -> Completed:
+        """`script` as root in the host's mount and network namespaces, in a one-shot privileged container."""
+        self.ensure_image(self.image)
+        self._remove(CLEANER)
+        cid = self.docker.api_call(
+            "create the cleaner",
+            lambda api: api.create_container(
+                image=self.image,
+                name=CLEANER,
+                entrypoint=["nsenter", "-t", "1", "-m", "-n", "--", "sh", "-c", script],
+                labels={HELPER_LABEL: "cleaner"},
+                host_config=api.create_host_config(privileged=True, pid_mode="host", network_mode="host"),
+            )["Id"],
+        )
+        try:
+            self.docker.start(cid)
+            code = self.docker.wait(cid, timeout)
+            return Completed(code, "\n".join(self.docker.logs(cid, 50)).encode(), b"")
+        finally:
+            self._remove(cid)
+
+    def _remove(self, container: str) -> None:
+        try:
+            self.docker.remove(container)
+        except DockerError as exc:
+            if not exc.missing:
+                raise
+
+    def close(self) -> None:
+        if self._helper is not None:
+            self._remove(self._helper)
+            self._helper = None
+
+
+def _tar(name: str, content: bytes, mode: int) -> bytes:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        info = tarfile.TarInfo(name)
+        info.size, info.mode, info.mtime = len(content), mode, int(time.time())
+        tar.addfile(info, io.BytesIO(content))
+    return out.getvalue()
