@@ -193,12 +193,14 @@ def test_inline_key_problems_do_not_echo_the_key():
 # --- wording ------------------------------------------------------------------------------------------
 
 
-def test_docker_socket_hint_is_rkes():
-    assert socket_hint("/var/run/docker.sock") == (
+def test_docker_socket_hint_is_rkes_and_says_how_a_user_gets_docker():
+    hint = socket_hint("/var/run/docker.sock")
+    assert hint.startswith(
         "Unable to access the Docker socket (/var/run/docker.sock). Please check if the configured user can "
         "execute `docker ps` on the node, and if the SSH server version is at least version 6.7 or higher. "
         "If you are using RedHat/CentOS, you can't use the user `root`."
     )
+    assert "`sudo usermod -aG docker <user>`" in hint
 
 
 @pytest.mark.parametrize(
