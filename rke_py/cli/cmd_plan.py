@@ -68,7 +68,7 @@ def container_json(plane: str, spec: ContainerSpec) -> dict[str, Any]:
         "image": spec.image,
         "entrypoint": list(spec.entrypoint),
         "command": list(spec.command),
-        "env": list(spec.env),
+        "env": spec.shown_env(),
         "binds": list(spec.binds),
         "network_mode": spec.network_mode,
         "pid_mode": spec.pid_mode,

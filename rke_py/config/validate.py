@@ -276,6 +276,13 @@ def _not_deployed(config: ClusterConfig, findings: Findings) -> None:
     for applies, path, message in unsupported:
         if applies:
             findings.warning(path, message, hint)
+    for index, registry in enumerate(config.private_registries):
+        if registry.ecr_credential_plugin:
+            findings.warning(
+                ("private_registries", index, "ecr_credential_plugin"),
+                "ecr_credential_plugin is not supported: neither pulls nor the kubelet get ECR credentials",
+                "give the registry a user and password (e.g. from `aws ecr get-login-password`) instead",
+            )
 
 
 CHECKS: tuple[Callable[[ClusterConfig, Findings], None], ...] = (

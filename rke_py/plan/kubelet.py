@@ -17,7 +17,8 @@ from rke_py.plan.common import (
     k8s_entrypoint,
     kubeconfig_file,
 )
-from rke_py.plan.model import ContainerSpec
+from rke_py.plan.model import DOCKER_CONFIG_ENV, ContainerSpec
+from rke_py.plan.registries import kubelet_docker_config
 
 NAME = "kubelet"
 DOCKER_ROOT = "/var/lib/docker"  # `docker info` DockerRootDir, unknown offline; Docker's default
@@ -116,11 +117,20 @@ def base_binds(config: ClusterConfig) -> list[str]:
     return [f"{host_path(config, '/var/lib/cri-dockerd')}:/var/lib/cri-dockerd:z", *out]
 
 
-def cri_dockerd_env(config: ClusterConfig) -> list[str]:
-    """rke-tools' entrypoint starts cri-dockerd next to the kubelet when told to."""
+def entrypoint_env(config: ClusterConfig) -> list[str]:
+    """What rke-tools' entrypoint acts on: cri-dockerd started next to the kubelet, and the registries'
+    credentials written where the kubelet reads them, so pods pull from the same private registries.
+    Passed in the environment, never as an argument."""
     out = ["RKE_KUBELET_CRIDOCKERD=true"]
     if "," in config.services.kube_controller.cluster_cidr:
         out.append("RKE_KUBELET_CRIDOCKERD_DUALSTACK=true")
+    docker_config = kubelet_docker_config(config)
+    if docker_config:
+        kubelet_dir = host_path(config, "/var/lib/kubelet")
+        out += [
+            f"{DOCKER_CONFIG_ENV}={docker_config}",
+            f"RKE_KUBELET_DOCKER_FILE={kubelet_dir}/config.json",
+        ]
     return out
 
 
@@ -130,7 +140,7 @@ def container(config: ClusterConfig, node: Node) -> ContainerSpec:
         name=NAME,
         image=config.system_images.kubernetes,
         entrypoint=k8s_entrypoint(NAME, flags(config, node), service),
-        env=env(cri_dockerd_env(config), service),
+        env=env(entrypoint_env(config), service),
         binds=binds(base_binds(config), service),
         pid_mode="host",
         privileged=True,

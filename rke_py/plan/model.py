@@ -15,6 +15,9 @@ from dataclasses import asdict, dataclass, field
 NAME_LABEL = "io.rancher.rke.container.name"  # RKE's own label, kept so RKE tooling recognises the containers
 HASH_LABEL = "io.rke-py.spec-hash"
 MANAGED_LABEL = "io.rke-py.managed"
+# Environment variables that carry credentials (the kubelet's registry Docker config): never printed.
+DOCKER_CONFIG_ENV = "RKE_KUBELET_DOCKER_CONFIG"
+SECRET_ENV = frozenset({DOCKER_CONFIG_ENV})
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,12 @@ class ContainerSpec:
     # Combined sha256 of `files` and of the containers in `volumes_from` (their volumes are theirs: a new
     # sidekick brings a new /opt/rke-tools), set by the planner.
     files_digest: str = ""
+
+    def shown_env(self) -> list[str]:
+        """`env` as output may show it: a secret's value is replaced by "(secret)"."""
+        return [
+            f"{e.partition('=')[0]}=(secret)" if e.partition("=")[0] in SECRET_ENV else e for e in self.env
+        ]
 
     def spec_hash(self) -> str:
         """sha256 over every field that shapes the container, plus the content of the files it reads."""

@@ -8,6 +8,10 @@ tools=/opt/rke-tools
 [ "$1" = kubelet ] || exec "$@"
 
 mount --rbind /host/dev /dev 2>/dev/null || true
+# The private registries' credentials, where the kubelet looks for a Docker config (as RKE's entrypoint).
+if [ -n "${RKE_KUBELET_DOCKER_CONFIG:-}" ] && [ -n "${RKE_KUBELET_DOCKER_FILE:-}" ]; then
+    (umask 077 && echo "$RKE_KUBELET_DOCKER_CONFIG" | base64 -d >"$RKE_KUBELET_DOCKER_FILE")
+fi
 sysctl -w net.bridge.bridge-nf-call-iptables=1 >/dev/null 2>&1 || true
 driver=cgroupfs
 if [ -x "$tools/bin/docker" ]; then

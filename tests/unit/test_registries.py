@@ -1,0 +1,62 @@
+"""Private registries: pods pull with the same credentials rke-py pulls with, and no output shows them."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+
+from rke_py.cli import main
+from rke_py.config import load
+from rke_py.plan import kubelet
+from rke_py.plan.registries import kubelet_docker_config, registry_auth, registry_of
+
+REGISTRY = Path(__file__).parents[1] / "fixtures" / "config" / "good" / "private_registry.yml"
+
+
+def env_of(config) -> dict[str, str]:
+    spec = kubelet.container(config, config.nodes[0])
+    return dict(entry.partition("=")[::2] for entry in spec.env)
+
+
+def test_the_kubelet_gets_every_registrys_credentials_as_a_docker_config_in_its_environment():
+    config = load(REGISTRY).config
+    env = env_of(config)
+    docker_config = json.loads(base64.b64decode(env["RKE_KUBELET_DOCKER_CONFIG"]))
+    auth = docker_config["auths"]["registry.example.com:5000"]["auth"]
+    assert base64.b64decode(auth) == b"admin:secret"
+    assert env["RKE_KUBELET_DOCKER_FILE"] == "/var/lib/kubelet/config.json"
+    spec = kubelet.container(config, config.nodes[0])
+    argv = [*spec.entrypoint, *spec.command]
+    assert not any("secret" in word or env["RKE_KUBELET_DOCKER_CONFIG"] in word for word in argv)
+
+
+def test_registries_without_credentials_give_the_kubelet_nothing():
+    config = load(REGISTRY).config
+    for registry in config.private_registries:
+        registry.user = registry.password = ""
+    assert kubelet_docker_config(config) == ""
+    assert "RKE_KUBELET_DOCKER_CONFIG" not in env_of(config)
+
+
+def test_pulls_find_credentials_by_the_registry_an_image_names():
+    config = load(REGISTRY).config
+    auth = registry_auth(config)
+    assert auth[registry_of(config.system_images.etcd)] == {"username": "admin", "password": "secret"}
+    assert registry_of("rancher/rke-tools:v0.1.102") == "docker.io"
+    assert registry_of("localhost/x:1") == "localhost"
+
+
+def test_plan_output_never_shows_the_credentials(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    config = tmp_path / "cluster.yml"
+    config.write_text(REGISTRY.read_text())
+    with pytest.raises(SystemExit) as exited:
+        main(["plan", "--offline", "--output", "json", "--config", str(config)])
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    encoded = kubelet_docker_config(load(REGISTRY).config)
+    assert "RKE_KUBELET_DOCKER_CONFIG=(secret)" in out
+    assert encoded not in out and base64.b64encode(b"admin:secret").decode() not in out
+    assert '"secret"' not in out
