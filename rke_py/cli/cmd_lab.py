@@ -85,13 +85,34 @@ def command() -> None:
     show_default=True,
     help="The SSH user cluster.yml names; any other user is made in each host's docker group, not root.",
 )
+@click.option(
+    "--private-registry",
+    is_flag=True,
+    help="Serve the cluster images from a registry of the lab's own that requires a password.",
+)
 @output_option
 @docker_errors
-def up(name: str, nodes: int, directory: str | None, binaries: Path | None, user: str, output: str) -> None:
+def up(
+    name: str,
+    nodes: int,
+    directory: str | None,
+    binaries: Path | None,
+    user: str,
+    private_registry: bool,
+    output: str,
+) -> None:
     """Create lab NAME with N hosts (or start the hosts of an existing one)."""
     from rke_py.lab import clusteryml, hosts
 
-    lab = hosts.up(name, nodes, directory, progress=Progress(), binaries=binaries, user=user)
+    lab = hosts.up(
+        name,
+        nodes,
+        directory,
+        progress=Progress(),
+        binaries=binaries,
+        user=user,
+        private_registry=private_registry,
+    )
     if output == "json":
         emit_json(
             {

@@ -40,8 +40,19 @@ def cluster_document(lab: Lab) -> dict[str, Any]:
         # The lab brings its own pod network (lab-init writes each node's CNI config), as a user's own CNI
         # would with `plugin: none`.
         "network": {"plugin": "none"},
-        "private_registries": [{"url": lab.registry, "is_default": True}],
+        "private_registries": [_registry(lab)],
         "system_images": {key: lab.images[image] for key, image in SYSTEM_IMAGES.items()},
+    }
+
+
+def _registry(lab: Lab) -> dict[str, Any]:
+    if not lab.private_registry:
+        return {"url": lab.registry, "is_default": True}
+    return {
+        "url": lab.private_registry,
+        "user": lab.registry_user,
+        "password": lab.registry_password,
+        "is_default": True,
     }
 
 

@@ -13,6 +13,7 @@ import io
 import ipaddress
 import json
 import re
+import secrets
 import shutil
 import socket
 import subprocess
@@ -27,6 +28,7 @@ from docker.models.containers import Container
 
 from rke_py.config import values
 from rke_py.errors import UsageError
+from rke_py.files import write_private_file
 from rke_py.lab import clusteryml, images, keys, registry, subnets
 from rke_py.lab.images import LabImage, Progress, lab_file
 from rke_py.lab.state import (
@@ -50,6 +52,7 @@ from rke_py.lab.state import (
 HOST_SECURITY_OPT = ["seccomp=unconfined", "apparmor=unconfined"]
 FIRST_HOST_OCTET = 11
 REGISTRY_OCTET = 2
+PRIVATE_REGISTRY_OCTET = 3
 READY_TIMEOUT = 90.0
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,30}$")
 _OUR_FILES = (STATE_FILE, KEY_FILE, KEY_FILE + ".pub", KNOWN_HOSTS_FILE, CLUSTER_FILE)
@@ -111,10 +114,10 @@ def _tar(files: dict[str, tuple[bytes, int]], dirs: dict[str, int]) -> bytes:
     return buf.getvalue()
 
 
-def daemon_json(insecure_registry: str) -> bytes:
-    """The inner dockerd's configuration: the shipped defaults plus this lab's registry."""
+def daemon_json(*insecure_registries: str) -> bytes:
+    """The inner dockerd's configuration: the shipped defaults plus this lab's registries."""
     config = json.loads(lab_file("daemon.json"))
-    config["insecure-registries"] = [insecure_registry]
+    config["insecure-registries"] = [r for r in insecure_registries if r]
     return (json.dumps(config, indent=2) + "\n").encode()
 
 
@@ -160,7 +163,7 @@ def _create_host(
     archive = _tar(
         {
             "root/.ssh/authorized_keys": (pubkey.encode(), 0o600),
-            "etc/docker/daemon.json": (daemon_json(lab.registry), 0o644),
+            "etc/docker/daemon.json": (daemon_json(lab.registry, lab.private_registry), 0o644),
             "etc/rke-py-lab/network": (pod_network(lab, host).encode(), 0o644),
             # lab-init makes this user, in the docker group, with root's key
             "etc/rke-py-lab/user": (f"{lab.user}\n".encode(), 0o644),
@@ -258,10 +261,12 @@ def up(
     progress: Progress = _quiet,
     binaries: Path | None = None,
     user: str = "root",
+    private_registry: bool = False,
 ) -> Lab:
     """Bring up (or complete) lab `name` with `nodes` hosts; return it once every host answers. With
     `binaries` (real Kubernetes server binaries and cri-dockerd) the cluster images run them. With a
-    `user` other than root, cluster.yml logs in as that user, who may use Docker but is not root."""
+    `user` other than root, cluster.yml logs in as that user, who may use Docker but is not root. With
+    `private_registry` the cluster pulls from a registry of its own that requires a password."""
     _check_name(name)
     if values.user(user) or user == "docker":
         raise UsageError(f"--user {user!r} is not a login name rke-py's lab can create")
@@ -272,14 +277,19 @@ def up(
     path = state_dir(name, directory)
     if (path / STATE_FILE).exists():
         lab = Lab.load(path)
-        if len(lab.hosts) != nodes or lab.user != user:
+        if len(lab.hosts) != nodes or lab.user != user or bool(lab.private_registry) != private_registry:
             raise LabError(
-                f"lab {name!r} exists with {len(lab.hosts)} nodes and user {lab.user};"
+                f"lab {name!r} exists with {len(lab.hosts)} nodes, user {lab.user} and"
+                f" {'a' if lab.private_registry else 'no'} password-protected registry;"
                 f" `rke-py lab down --name {name}` first"
             )
     else:
         lab = _new_lab(client, name, nodes, path)
         lab.user = user
+        if private_registry:
+            base = ipaddress.IPv4Network(lab.subnet).network_address
+            lab.private_registry = f"{base + PRIVATE_REGISTRY_OCTET}:{registry.PORT}"
+            lab.registry_user, lab.registry_password = "lab", secrets.token_urlsafe(18)
     progress("checking lab images")
     built = images.ensure_images(client, progress=progress, binaries=binaries)
     lab.images = {n: built[n].ref for n in images.CLUSTER_IMAGES}
@@ -294,9 +304,16 @@ def up(
     with ThreadPoolExecutor(max_workers=min(nodes, 8)) as pool:
         futures = [pool.submit(_ensure_host, client, lab, host, built["host"], pubkey) for host in lab.hosts]
         registry.push(client, reg, [built[n] for n in images.CLUSTER_IMAGES], progress)
+        if lab.private_registry:
+            address = lab.private_registry.split(":")[0]
+            auth = {"username": lab.registry_user, "password": lab.registry_password}
+            private = registry.ensure_private(
+                client, built["registry"], name, address, lab.registry_user, lab.registry_password, progress
+            )
+            registry.push(client, private, [built[n] for n in images.CLUSTER_IMAGES], progress, auth)
         known = [line for future in futures for line in future.result()]
     lab.known_hosts.write_text("".join(line + "\n" for line in known))
-    lab.cluster_yml.write_text(clusteryml.render(lab))
+    write_private_file(lab.cluster_yml, clusteryml.render(lab))  # it may hold a registry password
     lab.save()
     progress(f"lab {name!r} is up: {lab.cluster_yml}")
     return lab

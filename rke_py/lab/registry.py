@@ -8,16 +8,20 @@ fixed address, where lab hosts pull from it as an insecure registry. Lab cluster
 
 from __future__ import annotations
 
+import base64
+import io
+import tarfile
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterable
 
+import bcrypt
 import docker
 from docker.models.containers import Container
 
 from rke_py.lab import subnets
-from rke_py.lab.images import LabImage, Progress
+from rke_py.lab.images import LabImage, Progress, lab_file
 from rke_py.lab.state import LABEL, LABEL_ROLE, LabError
 
 NAME = "rke-py-lab-registry"
@@ -81,6 +85,54 @@ def _create(client: docker.DockerClient, image: LabImage, progress: Progress) ->
     )
 
 
+def ensure_private(
+    client: docker.DockerClient,
+    image: LabImage,
+    lab: str,
+    address: str,
+    user: str,
+    password: str,
+    progress: Progress = lambda _: None,
+) -> Container:
+    """A lab's own registry that answers only with `user`'s password (htpasswd, bcrypt), joined to the lab's
+    network at `address`: the images a cluster pulls from a registry that needs credentials. It goes with
+    the lab (`lab down`); its port on 127.0.0.1 is for pushing."""
+    name = f"{lab}-registry"
+    try:
+        container = client.containers.get(name)
+    except docker.errors.NotFound:
+        progress("starting the lab's password-protected registry")
+        container = client.containers.create(
+            image.ref,
+            name=name,
+            labels={LABEL: lab, LABEL_ROLE: "private-registry"},
+            network=NETWORK,
+            ports={f"{PORT}/tcp": ("127.0.0.1", None)},
+            restart_policy={"Name": "unless-stopped"},
+        )
+        container.put_archive("/etc/docker/registry", _auth_files(user, password))
+        client.networks.get(f"{lab}-net").connect(container, ipv4_address=address)
+    container.reload()
+    if container.status != "running":
+        container.start()
+    _wait_ready(container, expect=401)
+    return container
+
+
+def _auth_files(user: str, password: str) -> bytes:
+    hashed = bcrypt.hashpw(password.encode(), bcrypt.gensalt()).decode()
+    config = lab_file("registry-config.yml") + (
+        "auth:\n  htpasswd:\n    realm: rke-py-lab\n    path: /etc/docker/registry/htpasswd\n"
+    )
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        for name, data in (("config.yml", config.encode()), ("htpasswd", f"{user}:{hashed}\n".encode())):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
 def local_port(container: Container) -> int:
     """The 127.0.0.1 port the registry is published on (Docker picks it; it changes on restart)."""
     container.reload()
@@ -91,8 +143,10 @@ def local_port(container: Container) -> int:
     raise LabError(f"registry container {NAME} has no port published on 127.0.0.1")
 
 
-def _get(url: str, method: str = "GET") -> int:
-    request = urllib.request.Request(url, method=method, headers={"Accept": _MANIFEST_TYPES})
+def _get(url: str, method: str = "GET", headers: dict[str, str] | None = None) -> int:
+    request = urllib.request.Request(
+        url, method=method, headers={"Accept": _MANIFEST_TYPES, **(headers or {})}
+    )
     try:
         with urllib.request.urlopen(request, timeout=5) as response:
             return response.status
@@ -102,40 +156,50 @@ def _get(url: str, method: str = "GET") -> int:
         return 0
 
 
-def is_up(container: Container) -> bool:
+def is_up(container: Container, expect: int = 200) -> bool:
+    """The registry answers its API (`expect` 401: it asks for a password, as it should)."""
     try:
-        return _get(f"http://127.0.0.1:{local_port(container)}/v2/") == 200
+        return _get(f"http://127.0.0.1:{local_port(container)}/v2/") == expect
     except LabError:
         return False
 
 
-def _wait_ready(container: Container, timeout: float = 30) -> None:
+def _wait_ready(container: Container, timeout: float = 30, expect: int = 200) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if is_up(container):
+        if is_up(container, expect):
             return
         time.sleep(0.2)
     raise LabError(f"the lab registry did not answer within {timeout:.0f}s; see `docker logs {NAME}`")
 
 
-def has_image(port: int, image: LabImage) -> bool:
-    return _get(f"http://127.0.0.1:{port}/v2/{image.path}/manifests/{image.tag}", method="HEAD") == 200
+def has_image(port: int, image: LabImage, auth: dict[str, str] | None = None) -> bool:
+    headers = {}
+    if auth:
+        token = base64.b64encode(f"{auth['username']}:{auth['password']}".encode()).decode()
+        headers["Authorization"] = f"Basic {token}"
+    url = f"http://127.0.0.1:{port}/v2/{image.path}/manifests/{image.tag}"
+    return _get(url, method="HEAD", headers=headers) == 200
 
 
 def push(
-    client: docker.DockerClient, container: Container, images: Iterable[LabImage], progress: Progress
+    client: docker.DockerClient,
+    container: Container,
+    images: Iterable[LabImage],
+    progress: Progress,
+    auth: dict[str, str] | None = None,
 ) -> list[LabImage]:
-    """Push each image the registry does not already hold; return the ones pushed."""
+    """Push each image the registry does not already hold (with `auth` to one that needs a password)."""
     port = local_port(container)
     pushed = []
     for image in images:
-        if has_image(port, image):
+        if has_image(port, image, auth):
             continue
         progress(f"pushing {image.ref} to the lab registry")
         repository = f"127.0.0.1:{port}/{image.path}"
         client.images.get(image.ref).tag(repository, image.tag)
         try:
-            for event in client.api.push(repository, image.tag, stream=True, decode=True):
+            for event in client.api.push(repository, image.tag, stream=True, decode=True, auth_config=auth):
                 if "error" in event:
                     raise LabError(f"pushing {image.ref} to the lab registry: {event['error']}")
         finally:

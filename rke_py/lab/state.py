@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from rke_py.errors import RkePyError
+from rke_py.files import write_private_file
 
 LABEL = "io.rke-py.lab"
 LABEL_ROLE = "io.rke-py.lab.role"
@@ -55,6 +56,10 @@ class Lab:
     created_dir: bool = True  # remove the whole directory on `lab down` only if `lab up` made it
     kubernetes_version: str = KUBERNETES_VERSION  # what the kube-* images run (real binaries: theirs)
     user: str = "root"  # the SSH user in cluster.yml; another user is in the hosts' docker group
+    # With a password-protected registry: where hosts reach it, and its one user's credentials.
+    private_registry: str = ""
+    registry_user: str = ""
+    registry_password: str = ""
 
     @property
     def network(self) -> str:
@@ -74,7 +79,7 @@ class Lab:
 
     def save(self) -> None:
         data = asdict(self) | {"dir": str(self.dir)}
-        (self.dir / STATE_FILE).write_text(json.dumps(data, indent=2) + "\n")
+        write_private_file(self.dir / STATE_FILE, json.dumps(data, indent=2) + "\n")  # may hold a password
 
     @classmethod
     def load(cls, directory: Path) -> Lab:

@@ -30,10 +30,12 @@ class Run:
 
 
 @contextlib.contextmanager
-def own_lab(tmp_path_factory, suffix: str, nodes: int) -> Iterator[Lab]:
-    """A lab only this test module uses (its tests change the cluster), removed afterwards."""
+def own_lab(tmp_path_factory, suffix: str, nodes: int, **options: Any) -> Iterator[Lab]:
+    """A lab only this test module uses (its tests change the cluster), removed afterwards; `options` go
+    to `hosts.up` (user, private_registry)."""
     name = owned_lab_name(suffix)
-    made = hosts.up(name, nodes, str(tmp_path_factory.mktemp("labs") / name), binaries=kube_binaries())
+    directory = str(tmp_path_factory.mktemp("labs") / name)
+    made = hosts.up(name, nodes, directory, binaries=kube_binaries(), **options)
     try:
         yield made
     finally:

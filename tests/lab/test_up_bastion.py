@@ -1,7 +1,13 @@
 """`bastion_host`: every node is reached through one SSH connection to the bastion, as RKE users
-with private networks set it up."""
+with private networks set it up. While rke-py runs, this machine cannot reach the node at all (a firewall
+rule the test sets and removes), so SSH, Docker and the Kubernetes API can only go through the bastion."""
 
 from __future__ import annotations
+
+import contextlib
+import socket
+import subprocess
+from collections.abc import Iterator
 
 import pytest
 
@@ -16,6 +22,17 @@ def lab(tmp_path_factory, lab_factory):
         yield made
 
 
+@contextlib.contextmanager
+def unreachable(address: str) -> Iterator[None]:
+    """Refuse every connection from this machine to `address`; the bastion, a host of the lab, still can."""
+    rule = ["OUTPUT", "-d", address, "-j", "REJECT"]
+    subprocess.run(["iptables", "-I", *rule], check=True)
+    try:
+        yield
+    finally:
+        subprocess.run(["iptables", "-D", *rule], check=True)
+
+
 def test_up_through_a_bastion_builds_the_cluster_and_touches_only_the_nodes(lab):
     bastion, node = lab.hosts
 
@@ -25,9 +42,14 @@ def test_up_through_a_bastion_builds_the_cluster_and_touches_only_the_nodes(lab)
         d["bastion_host"] = {"address": bastion.address, "user": "root", "ssh_key_path": str(lab.key_path)}
 
     edit_cluster_yml(lab, through_bastion)
-    run = up(lab)
-    assert run.code == 0, run.stderr
-    assert run.json()["ok"] is True
+    with unreachable(node.address):
+        with pytest.raises(OSError):
+            socket.create_connection((node.address, 22), timeout=2).close()
+        run = up(lab)
+        assert run.code == 0, run.stderr
+        assert run.json()["ok"] is True  # verify asked the API through the bastion
+        status = rke_py("status", *cluster_args(lab, "--output", "json"))
+        assert status.code == 0, status.stderr
     assert containers_on(lab, 1) and not containers_on(lab, 0)
     # The node saw its SSH session come from the bastion, not from the machine running rke-py.
     assert f"Accepted publickey for root from {bastion.address}" in host_exec(lab, 1, "cat /var/log/sshd.log")
