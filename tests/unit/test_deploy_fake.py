@@ -243,3 +243,22 @@ def test_a_failure_shows_the_error_line_a_long_usage_text_would_bury(tmp_path, m
     shown = str(failure.value).split("last log lines:\n")[1].splitlines()
     assert [line.strip() for line in shown[:2]] == ["Error: unknown flag: --bogus", "..."]
     assert shown[-1].strip() == "--flag-199 string"
+
+
+def test_a_host_whose_user_is_not_root_reads_files_and_cleans_up_the_root_way_through_its_seam(tmp_path):
+    """As root, one shell command reads the file hashes and rm -rf cleans up; otherwise both go through the
+    host's root seam (containers on a real host), and up, a no-op up and remove behave the same."""
+    cluster = Cluster(tmp_path)
+    host = cluster.host("10.0.0.3")
+    host.root = False
+    shell: list[str] = []
+    as_root: list[str] = []
+    run = host.run
+    host.run = lambda cmd, **kw: (shell.append(cmd), run(cmd, **kw))[1]  # type: ignore[method-assign]
+    host.run_as_root = lambda script: (as_root.append(script), run(script))[1]  # type: ignore[method-assign]
+    cluster.up()
+    assert host.files and not any("sha256sum" in cmd for cmd in shell)
+    assert cluster.up().changed == 0  # the hashes read through the seam match what was written
+    cluster.remove()
+    assert host.files == {} and any("rm -rf" in script for script in as_root)
+    assert not any("rm -rf" in cmd for cmd in shell)
