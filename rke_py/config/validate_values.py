@@ -22,6 +22,8 @@ Check = Callable[[str], "str | None"]
 HOST_HINT = "write an IP address or a DNS name, e.g. 10.0.0.11 or node1.example.com"
 PATH_HINT = "write an absolute path such as /opt/rke"
 LABEL_HINT = "Kubernetes label syntax: [prefix/]name, e.g. app.example.com/tier"
+FLAG_HINT = 'write the flag name as "v" for --v'
+VALUE_HINT = "a flag value is one line of text"
 IMAGE_HINT = (
     "e.g. rancher/hyperkube:v1.30.4-rancher1 or registry.example.com:5000/rancher/mirrored-coredns:1.11"
 )
@@ -45,10 +47,10 @@ RULES: tuple[tuple[str, Check, str], ...] = (
     ("private_registries.*.url", values.registry, "e.g. registry.example.com:5000"),
     ("private_registries.*.user", values.text, "remove the control character"),
     ("private_registries.*.password", values.text, "remove the control character"),
-    ("services.*.extra_args.<key>", values.flag_name, 'write the flag name as "v" for --v'),
-    ("services.*.extra_args.*", values.text, "a flag value is one line of text"),
-    ("services.*.extra_args_array.<key>", values.flag_name, 'write the flag name as "v" for --v'),
-    ("services.*.extra_args_array.*.*", values.text, "a flag value is one line of text"),
+    ("services.*.extra_args.<key>", values.flag_name, FLAG_HINT),
+    ("services.*.extra_args.*", values.text, VALUE_HINT),
+    ("services.*.extra_args_array.<key>", values.flag_name, FLAG_HINT),
+    ("services.*.extra_args_array.*.*", values.text, VALUE_HINT),
     ("services.*.extra_binds.*", values.bind, 'e.g. "/var/lib/data:/data:z"'),
     ("services.*.extra_env.*", values.text, "an environment entry is one line, KEY=value"),
     ("services.etcd.path", values.host_path, 'write the etcd key prefix, e.g. "/"'),
@@ -71,8 +73,8 @@ RULES: tuple[tuple[str, Check, str], ...] = (
     ("dns.stubdomains.*.*", values.nameserver, "e.g. 10.0.0.2"),
     ("dns.reversecidrs.*", values.text, "e.g. 10.0.0.0/8"),
     ("dns.nodelocal.ip_address", values.host, "e.g. 169.254.20.10"),
-    ("ingress.extra_args.<key>", values.flag_name, 'write the flag name as "v" for --v'),
-    ("ingress.extra_args.*", values.text, "a flag value is one line of text"),
+    ("ingress.extra_args.<key>", values.flag_name, FLAG_HINT),
+    ("ingress.extra_args.*", values.text, VALUE_HINT),
     ("prefix_path", values.host_path, PATH_HINT),
     ("cluster_name", values.text, "remove the control character"),
     ("cri_dockerd_stream_server_address", values.host, HOST_HINT),
