@@ -36,7 +36,7 @@ def diff_host(
             actions.append(RemoveContainer(name, facts.others[name].id, reason))
     actions += [a for f in plan.files if (a := _file_action(f, facts))]
     changes = [c for p in plan.placed if (c := _container_action(p.spec, p.plane, facts))]
-    wanted = dict.fromkeys(c.spec.image for c in changes)
+    wanted = dict.fromkeys([*(c.spec.image for c in changes), *plan.images])
     actions += [PullImage(image) for image in wanted if image not in facts.images]
     actions += changes
     return actions

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from rke_py.config.schema import ROLES, ClusterConfig, Node
 from rke_py.pki.certs import CertKeyPair
-from rke_py.plan import kube_apiserver, nginx_proxy
+from rke_py.plan import kube_apiserver, kubelet, nginx_proxy
 from rke_py.plan.cert_files import node_files
 from rke_py.plan.components import PLANES, REGISTRY, Component, Placement
 from rke_py.plan.model import ClusterPlan, ContainerSpec, FileSpec, NodePlan, Placed, files_digest
@@ -61,6 +61,7 @@ def node_plan(
         roles=tuple(role for role in ROLES if node.has(role)),
         files=files,
         placed=placed,
+        images=kubelet.pulled_images(config) if any(p.spec.name == kubelet.NAME for p in placed) else [],
     )
 
 

@@ -117,6 +117,12 @@ def base_binds(config: ClusterConfig) -> list[str]:
     return [f"{host_path(config, '/var/lib/cri-dockerd')}:/var/lib/cri-dockerd:z", *out]
 
 
+def pulled_images(config: ClusterConfig) -> list[str]:
+    """The pod sandbox (pause) image: cri-dockerd pulls it itself, without the registries' credentials,
+    so a registry that asks for a password would leave every pod without a sandbox. rke-py pulls it."""
+    return [config.services.kubelet.infra_container_image]
+
+
 def entrypoint_env(config: ClusterConfig) -> list[str]:
     """What rke-tools' entrypoint acts on: cri-dockerd started next to the kubelet, and the registries'
     credentials written where the kubelet reads them, so pods pull from the same private registries.

@@ -114,6 +114,7 @@ class NodePlan:
     roles: tuple[str, ...]
     files: list[FileSpec] = field(default_factory=list)
     placed: list[Placed] = field(default_factory=list)
+    images: list[str] = field(default_factory=list)  # pulled by rke-py though no container of its runs them
 
     @property
     def containers(self) -> list[ContainerSpec]:

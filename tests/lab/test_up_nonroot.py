@@ -59,9 +59,15 @@ def test_a_second_up_changes_nothing_and_status_is_healthy(lab):
 
 @pytest.mark.real_kubernetes
 def test_a_pod_pulls_its_image_from_the_password_protected_registry(lab):
-    image = f"{lab.private_registry}/{lab.images['rke-tools']}"
-    kubectl(lab, "run", "private", f"--image={image}", "--restart=Never", "--command", "--", "sleep", "600")
-    kubectl(lab, "wait", "--for=condition=Ready", "pod/private", "--timeout=60s")
+    """The etcd image is on no worker: the kubelet must pull it, with the credentials rke-py gave it."""
+    worker = 4
+    image = f"{lab.private_registry}/{lab.images['etcd']}"
+    assert image not in host_exec(lab, worker, "docker images --format '{{.Repository}}:{{.Tag}}'")
+    overrides = json.dumps({"spec": {"nodeName": lab.hosts[worker].name}})
+    run = ["run", "private", f"--image={image}", "--restart=Never", f"--overrides={overrides}"]
+    kubectl(lab, *run, "--command", "--", "sleep", "600")
+    kubectl(lab, "wait", "--for=condition=Ready", "pod/private", "--timeout=90s")
+    assert image in host_exec(lab, worker, "docker images --format '{{.Repository}}:{{.Tag}}'")
 
 
 def test_remove_leaves_every_host_clean(lab):
