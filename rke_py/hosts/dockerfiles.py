@@ -30,6 +30,7 @@ class DockerFiles:
         self.root = root  # the one directory rke-py writes files under
         self.ensure_image = ensure_image  # pulls the image (with the registry's credentials) when missing
         self._helper: str | None = None
+        self._made: set[str] = set()  # directories made in this run: one mkdir each, not one per file
 
     def _container(self) -> str:
         if self._helper is None:
@@ -64,7 +65,9 @@ class DockerFiles:
             raise DockerError(f"{path} is outside {self.root}, the directory rke-py writes to")
         directory, name = posixpath.split(path)
         tmp = f".{name}.rke-py-tmp"
-        self._exec(["mkdir", "-p", directory])
+        if directory not in self._made:
+            self._exec(["mkdir", "-p", directory])
+            self._made.add(directory)
         self.docker.put_archive(self._container(), directory, _tar(tmp, content, mode))
         self._exec(["mv", "-f", posixpath.join(directory, tmp), path])
 
