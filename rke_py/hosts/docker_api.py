@@ -37,12 +37,12 @@ DIAL_STDIO_POOL = 3
 _BASE_URL = "http+docker://ssh-rke-py"
 
 
-def socket_hint(socket_path: str) -> str:
+def socket_hint(socket_path: str, user: str = "<user>") -> str:
     return (
         f"Unable to access the Docker socket ({socket_path}). Please check if the configured user can "
         "execute `docker ps` on the node, and if the SSH server version is at least version 6.7 or higher. "
         "If you are using RedHat/CentOS, you can't use the user `root`. A user other than root must be in "
-        "the docker group: `sudo usermod -aG docker <user>` on the node, then connect again"
+        f"the docker group: `sudo usermod -aG docker {user}` on the node, then connect again"
     )
 
 
@@ -123,6 +123,7 @@ def docker_client(
     the socket cannot be reached.
     """
     socket_path = socket_path or DEFAULT_SOCKET
+    hint = socket_hint(socket_path, conn.target.user)
     try:
         conn.open_unix(socket_path).close()
         kind, size = "streamlocal", STREAMLOCAL_POOL
@@ -135,7 +136,7 @@ def docker_client(
         # node which one it is before choosing the fallback.
         kind, size, open_channel = "dial-stdio", DIAL_STDIO_POOL, _dial_stdio(conn, socket_path, e, timeout)
     except paramiko.SSHException as e:
-        raise ConnectError(conn.host, "docker", f"{socket_hint(socket_path)} ({e})") from None
+        raise ConnectError(conn.host, "docker", f"{hint} ({e})") from None
     try:
         api = NodeAPIClient(
             _ChannelAdapter(open_channel, timeout, size),
@@ -144,7 +145,7 @@ def docker_client(
             timeout=timeout,
         )
     except docker.errors.DockerException as e:
-        raise ConnectError(conn.host, "docker", f"{socket_hint(socket_path)} ({kind}: {e})") from None
+        raise ConnectError(conn.host, "docker", f"{hint} ({kind}: {e})") from None
     return HostDocker(api)
 
 
@@ -170,7 +171,7 @@ def _dial_stdio(
             return chan
 
         return open_channel
-    raise ConnectError(conn.host, "docker", f"{socket_hint(socket_path)} ({reason})")
+    raise ConnectError(conn.host, "docker", f"{socket_hint(socket_path, conn.target.user)} ({reason})")
 
 
 class HostDocker:
