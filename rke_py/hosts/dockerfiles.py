@@ -41,7 +41,7 @@ class DockerFiles:
                 lambda api: api.create_container(
                     image=self.image,
                     name=HELPER,
-                    entrypoint=["sleep", "3600"],
+                    entrypoint=["sleep", "86400"],  # removed at the end of the run, or by the next
                     labels={HELPER_LABEL: "files"},
                     host_config=api.create_host_config(
                         binds=[f"{self.root}:{self.root}"], network_mode="none"
