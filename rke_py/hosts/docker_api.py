@@ -10,6 +10,7 @@ running `docker system dial-stdio`.
 from __future__ import annotations
 
 import shlex
+import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
@@ -95,8 +96,34 @@ class _ChannelAdapter(BaseHTTPAdapter):
         self._pool.close()
 
 
+def _demux(raw: bytes) -> bytes:
+    """An attached stream's frames joined: a stream byte, three zero bytes, a big-endian length, data."""
+    out, at = bytearray(), 0
+    while at + 8 <= len(raw):
+        size = int.from_bytes(raw[at + 4 : at + 8], "big")
+        out += raw[at + 8 : at + 8 + size]
+        at += 8 + size
+    return bytes(out)
+
+
 class NodeAPIClient(docker.APIClient):
     """docker.APIClient whose requests travel over a node's SSH connection."""
+
+    def exec_output(self, exec_id: str) -> bytes:
+        """Start an exec and return its output once it ends. docker-py's exec_start reads the bare channel
+        and loses whatever output came in the same packets as the response headers (a quick command then
+        seemed to print nothing); this reads through the buffered file http.client read the headers from."""
+        inner = cast(Any, self)
+        url = inner._url("/exec/{0}/start", exec_id)
+        upgrade = {"Connection": "Upgrade", "Upgrade": "tcp"}  # as docker-py asks: the raw stream follows
+        response = inner._post_json(url, headers=upgrade, data={"Tty": False, "Detach": False}, stream=True)
+        inner._raise_for_status(response)
+        stream = response.raw._fp.fp
+        try:
+            return _demux(stream.read())
+        finally:  # the connection was upgraded: it can carry nothing else, so it must not go back to the pool
+            stream.channel.close()
+            response.close()
 
     def __init__(self, adapter: _ChannelAdapter, *, transport_kind: str, version: str, timeout: int):
         # Built as a local-socket client with a fixed version so that nothing is contacted yet, then
@@ -177,7 +204,7 @@ def _dial_stdio(
 class HostDocker:
     """The `Docker` operations over one node's client; docker-py's errors become DockerError."""
 
-    def __init__(self, client: docker.APIClient):
+    def __init__(self, client: NodeAPIClient):
         self.api = client
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -252,10 +279,15 @@ class HostDocker:
         return raw.decode(errors="replace").splitlines()[-tail:]
 
     def exec(self, container: str, argv: list[str]) -> tuple[int, str]:
-        exec_id = self._call(f"exec in {container}", self.api.exec_create, container, argv)["Id"]
-        out = self._call(f"exec in {container}", self.api.exec_start, exec_id)
-        code = self._call(f"exec in {container}", self.api.exec_inspect, exec_id).get("ExitCode") or 0
-        return code, out.decode(errors="replace")
+        what = f"exec in {container}"
+        exec_id = self._call(what, self.api.exec_create, container, argv)["Id"]
+        out = self._call(what, self.api.exec_output, exec_id)
+        for _ in range(100):  # the stream can end a moment before the daemon records the exit code
+            state = self._call(what, self.api.exec_inspect, exec_id)
+            if not state.get("Running") and state.get("ExitCode") is not None:
+                return int(state["ExitCode"]), out.decode(errors="replace")
+            time.sleep(0.05)
+        raise DockerError(f"{what}: {argv[0]} did not finish")
 
     def put_archive(self, container: str, path: str, data: bytes) -> None:
         self._call(f"copy into {container}:{path}", self.api.put_archive, container, path, data)

@@ -626,6 +626,22 @@ def test_docker_over_streamlocal_runs_a_container(conn, busybox_image):
     client.close()
 
 
+def test_exec_returns_every_byte_and_the_exit_code_of_quick_commands(conn, busybox_image):
+    """Output that arrives with the response headers used to be lost (file hashes then looked missing)."""
+    host_docker = docker_client(conn, DOCKER_SOCK)
+    client = high_level(host_docker)
+    container = client.containers.run(busybox_image, ["sleep", "60"], detach=True, labels={LABEL: "1"})
+    try:
+        for i in range(40):
+            assert host_docker.exec(container.id, ["echo", f"line {i}"]) == (0, f"line {i}\n")
+        assert host_docker.exec(container.id, ["sh", "-c", "echo out; echo err >&2; exit 3"]) == (
+            3,
+            "out\nerr\n",
+        )
+    finally:
+        container.remove(force=True)
+
+
 def test_docker_socket_that_does_not_exist_gives_rkes_hint(conn):
     with pytest.raises(ConnectError) as e:
         docker_client(conn, "/run/no-such-docker.sock")
