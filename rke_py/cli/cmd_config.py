@@ -29,7 +29,8 @@ from rke_py.config.generate import (
 )
 from rke_py.config.schema import ROLES
 from rke_py.config.vagrant import nodes_from_vagrant, parse_ssh_config, run_ssh_config
-from rke_py.config.validate import AUTHZ_MODES, NETWORK_PLUGINS
+from rke_py.config.validate import AUTHZ_MODES
+from rke_py.config.validate_addons import NETWORK_PLUGINS
 from rke_py.errors import ConfigError, UsageError, printable
 
 MAX_SSH_CONFIG = 1024 * 1024  # `vagrant ssh-config` prints a few hundred bytes a machine

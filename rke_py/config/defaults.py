@@ -19,7 +19,7 @@ import ipaddress
 from collections.abc import Mapping
 
 from rke_py.config import kdm
-from rke_py.config.schema import BackupConfig, ClusterConfig, Node
+from rke_py.config.schema import BackupConfig, ClusterConfig, LinearAutoscalerParams, Node
 
 CLUSTER_NAME = "local"
 SSH_KEY_PATH = "~/.ssh/id_rsa"
@@ -56,6 +56,16 @@ NETWORK_OPTIONS = {
     },
     "calico": {"calico_cloud_provider": "none", "calico_flex_volume_plugin_dir": FLEXVOL_DIR},
 }
+PROVIDER_OPTIONS = {
+    ("canal_network_provider", "iface"): "canal_iface",
+    ("flannel_network_provider", "iface"): "flannel_iface",
+    ("calico_network_provider", "cloud_provider"): "calico_cloud_provider",
+}
+DNS_PROVIDER = "coredns"
+INGRESS_PROVIDER = "nginx"
+MONITORING_PROVIDER = "metrics-server"
+INGRESS_NETWORK_MODE = "hostPort"  # Kubernetes v1.21 and later
+INGRESS_HTTP_PORT, INGRESS_HTTPS_PORT = 80, 443
 
 
 def apply(config: ClusterConfig) -> None:
@@ -65,6 +75,7 @@ def apply(config: ClusterConfig) -> None:
         _node(config, node)
     _bastion(config)
     _network(config)
+    _addons(config)
     _services(config)
     _upgrade_strategy(config)
     _system_images(config)
@@ -108,7 +119,35 @@ def _bastion(config: ClusterConfig) -> None:
 def _network(config: ClusterConfig) -> None:
     network = config.network
     network.plugin = network.plugin or NETWORK_PLUGIN
-    network.options = {**NETWORK_OPTIONS.get(network.plugin, {}), **network.options}
+    provided = {  # RKE's provider sections are another way to write these options
+        option: str(value)
+        for (section, key), option in PROVIDER_OPTIONS.items()
+        if option.startswith(f"{network.plugin}_")
+        and isinstance(sub := network.extra.get(section), dict)
+        and (value := sub.get(key))
+    }
+    network.options = {**NETWORK_OPTIONS.get(network.plugin, {}), **provided, **network.options}
+
+
+def _addons(config: ClusterConfig) -> None:
+    dns, ingress, monitoring = config.dns, config.ingress, config.monitoring
+    dns.provider = dns.provider or DNS_PROVIDER
+    params = dns.linear_autoscaler_params = dns.linear_autoscaler_params or LinearAutoscalerParams()
+    params.cores_per_replica = params.cores_per_replica or 128
+    params.nodes_per_replica = params.nodes_per_replica or 4
+    params.min = params.min or 1
+    if params.prevent_single_point_failure is None:
+        params.prevent_single_point_failure = True
+    ingress.provider = ingress.provider or INGRESS_PROVIDER
+    ingress.network_mode = ingress.network_mode or INGRESS_NETWORK_MODE
+    ingress.http_port = ingress.http_port or INGRESS_HTTP_PORT
+    ingress.https_port = ingress.https_port or INGRESS_HTTPS_PORT
+    if ingress.default_backend is None:
+        ingress.default_backend = False
+    if ingress.default_ingress_class is None:
+        ingress.default_ingress_class = True
+    monitoring.provider = monitoring.provider or MONITORING_PROVIDER
+    monitoring.replicas = monitoring.replicas or 1
 
 
 def _services(config: ClusterConfig) -> None:

@@ -13,6 +13,7 @@ could guess, but a file rke-py accepts should also work with `rke`, so the messa
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import types
 import typing
@@ -36,8 +37,6 @@ EXTRA_KEYS: dict[type, frozenset[str]] = {
             "flannel_network_provider",
             "weave_network_provider",
             "aci_network_provider",
-            "update_strategy",
-            "tolerations",
         }
     )
 }
@@ -45,6 +44,7 @@ EXTRA_KEYS: dict[type, frozenset[str]] = {
 IGNORED_KEYS: dict[type, frozenset[str]] = {schema.Node: frozenset({"nodeName"})}
 IGNORED_PREFIXES: dict[type, str] = {schema.SystemImages: "aci_"}
 INT_TEXT = re.compile(r"-?[0-9]{1,18}", re.ASCII)  # not str.isdigit(), which takes "²" and "⑤"
+FLOAT_TEXT = re.compile(r"-?[0-9]{1,18}(\.[0-9]{1,18})?", re.ASCII)
 YAML11_BOOLS = {"yes": True, "on": True, "y": True, "no": False, "off": False, "n": False}
 
 
@@ -188,6 +188,8 @@ def _scalar(hint: Any, raw: Any, path: Path, findings: Findings) -> Any:
         return _bool(raw, path, findings)
     if hint is int:
         return _int(raw, path, findings)
+    if hint is float:
+        return _float(raw, path, findings)
     return _str(raw)
 
 
@@ -215,6 +217,17 @@ def _int(raw: Any, path: Path, findings: Findings) -> int | None:
         return int(raw)
     findings.type_error(
         path, f'{dotted(path)} must be a whole number, not "{excerpt(raw)}"', "write a number, e.g. 45"
+    )
+    return None
+
+
+def _float(raw: Any, path: Path, findings: Findings) -> float | None:
+    if isinstance(raw, int | float) and not isinstance(raw, bool) and math.isfinite(raw):
+        return float(raw)
+    if isinstance(raw, str) and FLOAT_TEXT.fullmatch(raw.strip()):
+        return float(raw)
+    findings.type_error(
+        path, f'{dotted(path)} must be a number, not "{excerpt(raw)}"', "write a number, e.g. 4"
     )
     return None
 

@@ -185,13 +185,90 @@ class Services:
 
 
 @dataclass
+class Toleration:
+    """core/v1 Toleration, with its Kubernetes field names."""
+
+    key: str = ""
+    operator: str = ""
+    value: str = ""
+    effect: str = ""
+    tolerationSeconds: int | None = None
+
+
+@dataclass
 class Network:
     plugin: str = ""
     options: dict[str, str] = field(default_factory=dict)
     mtu: int = 0
     node_selector: dict[str, str] = field(default_factory=dict)
-    # Provider-specific sub-objects and update_strategy/tolerations are kept as plain data.
+    # {strategy, rollingUpdate: {maxUnavailable, maxSurge}} as Kubernetes spells it (RKE re-reads it as JSON)
+    update_strategy: dict[str, Any] = field(default_factory=dict)
+    tolerations: list[Toleration] = field(default_factory=list)
+    # Provider-specific sub-objects are kept as plain data.
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class NodeLocal:
+    ip_address: str = ""
+    update_strategy: dict[str, Any] = field(default_factory=dict)
+    node_selector: dict[str, str] = field(default_factory=dict)
+    node_local_dns_priority_class_name: str = ""
+
+
+@dataclass
+class LinearAutoscalerParams:
+    cores_per_replica: float = 0
+    nodes_per_replica: float = 0
+    min: int = 0
+    max: int = 0
+    prevent_single_point_failure: bool | None = None
+
+
+@dataclass
+class DNS:
+    provider: str = ""
+    options: dict[str, str] = field(default_factory=dict)
+    upstreamnameservers: list[str] = field(default_factory=list)
+    reversecidrs: list[str] = field(default_factory=list)
+    stubdomains: dict[str, list[str]] = field(default_factory=dict)
+    node_selector: dict[str, str] = field(default_factory=dict)
+    nodelocal: NodeLocal | None = None
+    update_strategy: dict[str, Any] = field(default_factory=dict)
+    linear_autoscaler_params: LinearAutoscalerParams | None = None
+    tolerations: list[Toleration] = field(default_factory=list)
+
+
+@dataclass
+class Ingress:
+    provider: str = ""
+    options: dict[str, str] = field(default_factory=dict)
+    node_selector: dict[str, str] = field(default_factory=dict)
+    extra_args: dict[str, str] = field(default_factory=dict)
+    dns_policy: str = ""
+    extra_envs: list[dict[str, Any]] = field(default_factory=list)  # core/v1 EnvVar
+    extra_volumes: list[dict[str, Any]] = field(default_factory=list)  # core/v1 Volume
+    extra_volume_mounts: list[dict[str, Any]] = field(default_factory=list)  # core/v1 VolumeMount
+    update_strategy: dict[str, Any] = field(default_factory=dict)
+    http_port: int = 0
+    https_port: int = 0
+    network_mode: str = ""
+    tolerations: list[Toleration] = field(default_factory=list)
+    default_backend: bool | None = None
+    default_http_backend_priority_class_name: str = ""
+    nginx_ingress_controller_priority_class_name: str = ""
+    default_ingress_class: bool | None = None
+
+
+@dataclass
+class Monitoring:
+    provider: str = ""
+    options: dict[str, str] = field(default_factory=dict)
+    node_selector: dict[str, str] = field(default_factory=dict)
+    update_strategy: dict[str, Any] = field(default_factory=dict)
+    replicas: int | None = None
+    tolerations: list[Toleration] = field(default_factory=list)
+    metrics_server_priority_class_name: str = ""
 
 
 @dataclass
@@ -235,10 +312,9 @@ class ClusterConfig:
     prefix_path: str = ""
     addon_job_timeout: int = 0
     enable_cri_dockerd: bool | None = None
-    # Addon-level sections rke-py accepts and keeps but does not deploy (see README "Scope").
-    dns: dict[str, Any] | None = None
-    ingress: dict[str, Any] | None = None
-    monitoring: dict[str, Any] | None = None
+    dns: DNS = field(default_factory=DNS)
+    ingress: Ingress = field(default_factory=Ingress)
+    monitoring: Monitoring = field(default_factory=Monitoring)
     addons: str = ""
     addons_include: list[str] = field(default_factory=list)
     cloud_provider: dict[str, Any] | None = None

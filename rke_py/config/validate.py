@@ -11,12 +11,11 @@ import dataclasses
 import re
 from collections.abc import Callable
 
-from rke_py.config import kdm, validate_network, validate_nodes, validate_values, values
+from rke_py.config import kdm, validate_addons, validate_network, validate_nodes, validate_values, values
 from rke_py.config.findings import Findings, Path, did_you_mean, dotted
 from rke_py.config.mapping import YAML_NAMES
 from rke_py.config.schema import ClusterConfig, Services
 
-NETWORK_PLUGINS = ("canal", "flannel", "calico", "weave", "aci", "none")
 AUTH_STRATEGIES = ("x509", "webhook")
 AUTHZ_MODES = ("rbac", "none")
 POD_SECURITY = ("", "privileged", "restricted")
@@ -90,21 +89,6 @@ def _extra_env(env: list[str], path: Path, findings: Findings) -> None:
 
 
 # --- cluster-wide settings --------------------------------------------------------------------------------
-
-
-def _network_plugin(config: ClusterConfig, findings: Findings) -> None:
-    plugin = config.network.plugin
-    path = ("network", "plugin")
-    if plugin not in NETWORK_PLUGINS:
-        hint = f"use one of {', '.join(NETWORK_PLUGINS)}" + did_you_mean(plugin, NETWORK_PLUGINS)
-        findings.error(path, f'unknown network plugin "{plugin}"', hint)
-    version = kdm.parse_version(config.kubernetes_version)
-    if plugin == "weave" and version and version[:2] >= (1, 30):
-        findings.error(
-            path, "the weave network plugin is not supported for Kubernetes v1.30 and later", "use canal"
-        )
-    if plugin == "flannel" and config.network.mtu:
-        findings.error(("network", "mtu"), "network.mtu cannot be set with the flannel plugin", "remove mtu")
 
 
 def _authentication(config: ClusterConfig, findings: Findings) -> None:
@@ -233,26 +217,6 @@ def _numbers(config: ClusterConfig, findings: Findings) -> None:
             findings.error(path, f"{dotted(path)} {value} is out of range", f"use {low} to {high} {unit}")
 
 
-ADDON_PROVIDERS = {
-    "dns": ("coredns", "kube-dns", "none"),
-    "ingress": ("nginx", "none"),
-    "monitoring": ("metrics-server", "none"),
-}
-
-
-def _addon_providers(config: ClusterConfig, findings: Findings) -> None:
-    for section, providers in ADDON_PROVIDERS.items():
-        settings = getattr(config, section) or {}
-        provider = settings.get("provider")
-        if provider in (None, "", *providers):
-            continue
-        findings.error(
-            (section, "provider"),
-            f'unknown {section} provider "{provider}"',
-            f"use one of {', '.join(providers)}" + did_you_mean(str(provider), providers),
-        )
-
-
 # --- accepted but not acted on yet -------------------------------------------------------------------
 
 
@@ -270,8 +234,6 @@ def _not_deployed(config: ClusterConfig, findings: Findings) -> None:
         ),
         (bool(etcd.uid or etcd.gid), ("services", "etcd", "uid"), "etcd runs as root: uid/gid are ignored"),
         (bool(cloud.get("name")), ("cloud_provider", "name"), "cloud providers are not configured by rke-py"),
-        (bool(config.addons), ("addons",), "user addons are not deployed by rke-py"),
-        (bool(config.addons_include), ("addons_include",), "user addons are not deployed by rke-py"),
     )
     for applies, path, message in unsupported:
         if applies:
@@ -296,7 +258,7 @@ CHECKS: tuple[Callable[[ClusterConfig, Findings], None], ...] = (
     validate_network.node_port_range,
     _extras,
     validate_values.check_values,
-    _network_plugin,
+    validate_addons.network_plugin,
     _authentication,
     _authorization,
     _bastion,
@@ -305,6 +267,11 @@ CHECKS: tuple[Callable[[ClusterConfig, Findings], None], ...] = (
     _registries,
     _upgrade_strategy,
     _numbers,
-    _addon_providers,
+    validate_addons.providers,
+    validate_addons.scheduling,
+    validate_addons.dns,
+    validate_addons.ingress,
+    validate_addons.user_addons,
+    validate_addons.ignored,
     _not_deployed,
 )

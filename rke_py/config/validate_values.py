@@ -75,6 +75,26 @@ RULES: tuple[tuple[str, Check, str], ...] = (
     ("dns.nodelocal.ip_address", values.host, "e.g. 169.254.20.10"),
     ("ingress.extra_args.<key>", values.flag_name, FLAG_HINT),
     ("ingress.extra_args.*", values.text, VALUE_HINT),
+    ("ingress.options.<key>", values.config_key, "e.g. proxy-body-size"),
+    ("ingress.options.*", values.text, "an option value is one line of text"),
+    ("ingress.dns_policy", values.text, "e.g. ClusterFirst"),
+    ("monitoring.options.<key>", values.flag_name, FLAG_HINT),
+    ("monitoring.options.*", values.text, VALUE_HINT),
+    ("network.options.<key>", values.config_key, "e.g. canal_iface"),
+    *(
+        (f"{section}.tolerations.*.key", values.label_key, LABEL_HINT)
+        for section in ("network", "dns", "ingress", "monitoring")
+    ),
+    *(
+        (f"{section}.{key}", values.subdomain, "e.g. system-cluster-critical")
+        for section, key in (
+            ("monitoring", "metrics_server_priority_class_name"),
+            ("ingress", "nginx_ingress_controller_priority_class_name"),
+            ("ingress", "default_http_backend_priority_class_name"),
+            ("dns.nodelocal", "node_local_dns_priority_class_name"),
+        )
+    ),
+    ("addons_include.*", values.text, "write one file path or URL per item"),
     ("prefix_path", values.host_path, PATH_HINT),
     ("cluster_name", values.text, "remove the control character"),
     ("cri_dockerd_stream_server_address", values.host, HOST_HINT),

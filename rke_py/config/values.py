@@ -25,6 +25,7 @@ USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}\Z", re.ASCII)
 # Paths on a host: absolute, and only characters with no meaning to a shell, a flag or a bind spec.
 HOST_PATH = re.compile(r"/[A-Za-z0-9._/@+-]*\Z", re.ASCII)
 FLAG_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z", re.ASCII)
+CONFIG_KEY = re.compile(r"[-._a-zA-Z0-9]{1,253}\Z", re.ASCII)
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z", re.ASCII)
 DIGITS = re.compile(r"[0-9]{1,18}\Z", re.ASCII)
 GO_DURATION = re.compile(r"([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+\Z", re.ASCII)
@@ -149,6 +150,11 @@ def flag_name(text: str) -> str | None:
     if text.startswith("-"):
         return None  # reported by its own check, with a better hint
     return None if FLAG_NAME.match(text) else "is not a flag name (letters, digits, '-', '_', '.')"
+
+
+def config_key(text: str) -> str | None:
+    """A ConfigMap data key, as the apiserver takes it."""
+    return None if CONFIG_KEY.match(text) else "is not a ConfigMap key (letters, digits, '-', '_', '.')"
 
 
 def env_name(text: str) -> str | None:

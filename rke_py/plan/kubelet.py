@@ -40,6 +40,12 @@ def taints(node: Node) -> str:
     return ",".join(f"{key}=true:{effect}" for key, effect in role_taints(node))
 
 
+def node_local_dns(config: ClusterConfig) -> str:
+    """NodeLocal DNSCache's address when it is deployed: then every kubelet points pods at it (as RKE)."""
+    nodelocal = config.dns.nodelocal
+    return nodelocal.ip_address if nodelocal and config.dns.provider != "none" else ""
+
+
 def flags(config: ClusterConfig, node: Node) -> dict[str, str]:
     kubelet = config.services.kubelet
     out = {
@@ -50,7 +56,7 @@ def flags(config: ClusterConfig, node: Node) -> dict[str, str]:
         "cgroups-per-qos": "True",
         "client-ca-file": cert_path(CA),
         "cloud-provider": "",
-        "cluster-dns": kubelet.cluster_dns_server,
+        "cluster-dns": node_local_dns(config) or kubelet.cluster_dns_server,
         "cluster-domain": kubelet.cluster_domain,
         "container-runtime-endpoint": "unix:///var/run/cri-dockerd.sock",
         "event-qps": "0",

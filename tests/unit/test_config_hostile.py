@@ -121,18 +121,14 @@ def test_an_endless_file_is_refused_not_read_forever():
 def test_dates_and_yes_stay_text_so_the_state_file_can_be_written():
     text = (
         "nodes:\n  - {address: 192.0.2.11, user: ubuntu, role: [etcd, controlplane, worker]}\n"
-        "dns:\n  provider: coredns\n  reversecidrs: [2024-01-01]\n  when: 2024-01-01 10:00:00\n"
-        "ingress:\n  provider: nginx\n  extra_args: {enable-ssl-passthrough: yes, since: 2024-01-01}\n"
+        "ingress:\n  provider: nginx\n  options: {when: 2024-01-01 10:00:00}\n"
+        "  extra_args: {enable-ssl-passthrough: yes, since: 2024-01-01}\n"
     )
     config = load_text(text).config
-    assert config.dns == {
-        "provider": "coredns",
-        "reversecidrs": ["2024-01-01"],
-        "when": "2024-01-01 10:00:00",
-    }
+    assert config.ingress.options == {"when": "2024-01-01 10:00:00"}
     state = ClusterState(desired=State(rke_config_json(config), build_bundle(config)))
     again = state_from_json(state_to_json(state))
-    assert again.desired.rke_config["dns"]["when"] == "2024-01-01 10:00:00"
+    assert again.desired.rke_config["ingress"]["options"]["when"] == "2024-01-01 10:00:00"
     assert json.loads(state_to_json(state))["desiredState"]["rkeConfig"]["ingress"]["extraArgs"]["since"] == (
         "2024-01-01"
     )

@@ -141,7 +141,11 @@ def test_file_written_by_rke_config_loads_with_empty_meaning_default():
     assert config.services.etcd.snapshot is True
     assert config.nodes[0].hostname_override == "192.0.2.11"
     assert config.cloud_provider == {"name": ""}
-    assert config.dns is None
+    assert (config.dns.provider, config.ingress.provider, config.monitoring.provider) == (
+        "coredns",
+        "nginx",
+        "metrics-server",
+    )
 
 
 def test_example_file_loads_without_warnings():

@@ -1,0 +1,408 @@
+"""Network plugins: canal (calico policy over flannel's VXLAN, RKE's default), flannel and calico.
+
+Names and selectors are the ones RKE's templates used (DaemonSet `canal`, `kube-flannel`, `calico-node`
+selected by `k8s-app`), so a cluster RKE built is taken over in place: a selector cannot change.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rke_py.addons import k8s
+from rke_py.addons.k8s import Obj, rule
+from rke_py.config.schema import ClusterConfig
+
+CNI_BIN, CNI_NET = "/opt/cni/bin", "/etc/cni/net.d"
+CALICO_GROUP = "crd.projectcalico.org"
+# (kind, plural, namespaced): what calico keeps in the Kubernetes API when it is its datastore
+CALICO_KINDS = (
+    ("BGPConfiguration", "bgpconfigurations", False),
+    ("BGPFilter", "bgpfilters", False),
+    ("BGPPeer", "bgppeers", False),
+    ("BlockAffinity", "blockaffinities", False),
+    ("CalicoNodeStatus", "caliconodestatuses", False),
+    ("ClusterInformation", "clusterinformations", False),
+    ("FelixConfiguration", "felixconfigurations", False),
+    ("GlobalNetworkPolicy", "globalnetworkpolicies", False),
+    ("GlobalNetworkSet", "globalnetworksets", False),
+    ("HostEndpoint", "hostendpoints", False),
+    ("IPAMBlock", "ipamblocks", False),
+    ("IPAMConfig", "ipamconfigs", False),
+    ("IPAMHandle", "ipamhandles", False),
+    ("IPPool", "ippools", False),
+    ("IPReservation", "ipreservations", False),
+    ("KubeControllersConfiguration", "kubecontrollersconfigurations", False),
+    ("NetworkPolicy", "networkpolicies", True),
+    ("NetworkSet", "networksets", True),
+)
+READ = ["get", "list", "watch"]
+
+
+def objects(config: ClusterConfig) -> list[Obj]:
+    plugin = config.network.plugin
+    return {"canal": canal, "flannel": flannel, "calico": calico}.get(plugin, lambda _: [])(config)
+
+
+def _option(config: ClusterConfig, key: str) -> str:
+    return config.network.options.get(f"{config.network.plugin}_{key}", "")
+
+
+def _net_conf(config: ClusterConfig) -> str:
+    """flannel's net-conf.json: the pod network and the backend from network.options."""
+    backend: dict[str, Any] = {
+        "Type": _option(config, "flannel_backend_type") or _option(config, "backend_type")
+    }
+    for key, name in (("VNI", "backend_vni"), ("Port", "backend_port")):
+        value = _option(config, f"flannel_{name}") or _option(config, name)
+        if value:
+            backend[key] = int(value) if value.isdigit() else value
+    conf = {"Network": config.services.kube_controller.cluster_cidr.split(",")[0], "Backend": backend}
+    return json.dumps(conf, indent=2, sort_keys=True)
+
+
+def _flanneld(config: ClusterConfig, image: str) -> dict[str, Any]:
+    command = ["/opt/bin/flanneld", "--ip-masq", "--kube-subnet-mgr"]
+    iface = _option(config, "iface")
+    if iface:
+        command.append(f"--iface={iface}")
+    return k8s.container(
+        "kube-flannel",
+        image,
+        command=command,
+        env=[
+            k8s.field_env("POD_NAME", "metadata.name"),
+            k8s.field_env("POD_NAMESPACE", "metadata.namespace"),
+        ],
+        securityContext={"privileged": True},
+        volumeMounts=[
+            k8s.mount("run", "/run"),
+            k8s.mount("flannel-cfg", "/etc/kube-flannel/"),
+            k8s.mount("xtables-lock", "/run/xtables.lock"),
+        ],
+    )
+
+
+def _flannel_rules() -> list[dict[str, Any]]:
+    return [
+        rule([""], ["pods"], ["get"]),
+        rule([""], ["nodes"], READ),
+        rule([""], ["nodes/status"], ["patch"]),
+    ]
+
+
+def _calico_node_rules() -> list[dict[str, Any]]:
+    return [
+        rule([""], ["pods", "nodes", "namespaces"], ["get"]),
+        rule(["discovery.k8s.io"], ["endpointslices"], ["watch", "list"]),
+        rule([""], ["endpoints", "services"], ["watch", "list", "get"]),
+        rule([""], ["configmaps"], ["get"]),
+        rule([""], ["nodes/status"], ["patch", "update"]),
+        rule(["networking.k8s.io"], ["networkpolicies"], ["watch", "list"]),
+        rule([""], ["pods", "namespaces", "serviceaccounts"], ["list", "watch"]),
+        rule([""], ["pods/status"], ["patch"]),
+        rule([CALICO_GROUP], [plural for _, plural, _ in CALICO_KINDS], READ),
+        rule([CALICO_GROUP], ["ippools", "felixconfigurations", "clusterinformations"], ["create", "update"]),
+        rule([CALICO_GROUP], ["caliconodestatuses"], ["update"]),
+        rule([""], ["nodes"], READ),
+        rule([CALICO_GROUP], ["bgpconfigurations", "bgppeers"], ["create", "update"]),
+        rule(
+            [CALICO_GROUP],
+            ["blockaffinities", "ipamblocks", "ipamhandles"],
+            ["get", "list", "create", "update", "delete"],
+        ),
+        rule([CALICO_GROUP], ["ipamconfigs"], ["get", "create"]),
+        rule(["apps"], ["daemonsets"], ["get"]),
+    ]
+
+
+def _crds() -> list[Obj]:
+    return [k8s.crd(CALICO_GROUP, kind, plural, namespaced) for kind, plural, namespaced in CALICO_KINDS]
+
+
+def _cni_config(config: ClusterConfig, ipam: dict[str, Any]) -> str:
+    """The CNI network list calico's install-cni writes on every node (placeholders it fills itself)."""
+    calico: dict[str, Any] = {
+        "type": "calico",
+        "log_level": "info",
+        "datastore_type": "kubernetes",
+        "nodename": "__KUBERNETES_NODE_NAME__",
+        "ipam": ipam,
+        "policy": {"type": "k8s"},
+        "kubernetes": {"kubeconfig": "__KUBECONFIG_FILEPATH__"},
+    }
+    if config.network.mtu:
+        calico["mtu"] = config.network.mtu
+    conf = {
+        "name": "k8s-pod-network",
+        "cniVersion": "0.3.1",
+        "plugins": [calico, {"type": "portmap", "snat": True, "capabilities": {"portMappings": True}}],
+    }
+    return json.dumps(conf, indent=2)
+
+
+def _install_cni(config: ClusterConfig, image: str, conf_name: str, config_map: str) -> dict[str, Any]:
+    return k8s.container(
+        "install-cni",
+        image,
+        command=["/opt/cni/bin/install"],
+        env=[
+            *k8s.env(CNI_CONF_NAME=conf_name),
+            k8s.config_env("CNI_NETWORK_CONFIG", config_map, "cni_network_config"),
+            k8s.field_env("KUBERNETES_NODE_NAME", "spec.nodeName"),
+            *k8s.env(SLEEP="false"),
+        ],
+        securityContext={"privileged": True},
+        volumeMounts=[
+            k8s.mount("cni-bin-dir", "/host/opt/cni/bin"),
+            k8s.mount("cni-net-dir", "/host/etc/cni/net.d"),
+        ],
+    )
+
+
+def _flexvol(image: str) -> dict[str, Any]:
+    return k8s.container(
+        "flexvol-driver",
+        image,
+        securityContext={"privileged": True},
+        volumeMounts=[k8s.mount("flexvol-driver-host", "/host/driver")],
+    )
+
+
+def _calico_node(config: ClusterConfig, image: str, environment: list[dict[str, Any]]) -> dict[str, Any]:
+    return k8s.container(
+        "calico-node",
+        image,
+        env=[
+            *k8s.env(DATASTORE_TYPE="kubernetes", WAIT_FOR_DATASTORE="true"),
+            k8s.field_env("NODENAME", "spec.nodeName"),
+            *environment,
+            *k8s.env(
+                CALICO_DISABLE_FILE_LOGGING="true",
+                FELIX_DEFAULTENDPOINTTOHOSTACTION="ACCEPT",
+                FELIX_IPV6SUPPORT="false",
+                FELIX_HEALTHENABLED="true",
+            ),
+        ],
+        securityContext={"privileged": True},
+        resources={"requests": {"cpu": "250m"}},
+        livenessProbe={
+            "exec": {"command": ["/bin/calico-node", "-felix-live"]},
+            "periodSeconds": 10,
+            "failureThreshold": 6,
+        },
+        readinessProbe={"exec": {"command": ["/bin/calico-node", "-felix-ready"]}, "periodSeconds": 10},
+        volumeMounts=[
+            k8s.mount("lib-modules", "/lib/modules", read_only=True),
+            k8s.mount("xtables-lock", "/run/xtables.lock"),
+            k8s.mount("var-run-calico", "/var/run/calico"),
+            k8s.mount("var-lib-calico", "/var/lib/calico"),
+            k8s.mount("policysync", "/var/run/nodeagent"),
+        ],
+    )
+
+
+def _node_volumes(config: ClusterConfig, flexvol_dir: str) -> list[dict[str, Any]]:
+    return [
+        k8s.host_volume("lib-modules", "/lib/modules"),
+        k8s.host_volume("var-run-calico", "/var/run/calico"),
+        k8s.host_volume("var-lib-calico", "/var/lib/calico"),
+        k8s.host_volume("xtables-lock", "/run/xtables.lock", "FileOrCreate"),
+        k8s.host_volume("cni-bin-dir", CNI_BIN),
+        k8s.host_volume("cni-net-dir", CNI_NET),
+        k8s.host_volume("policysync", "/var/run/nodeagent", "DirectoryOrCreate"),
+        k8s.host_volume("flexvol-driver-host", flexvol_dir, "DirectoryOrCreate"),
+    ]
+
+
+def _node_daemonset(config: ClusterConfig, name: str, account: str, pod: dict[str, Any]) -> Obj:
+    network = config.network
+    spec = k8s.pod_spec(
+        account=account,
+        node_selector=network.node_selector,
+        tolerations_=k8s.tolerations(network.tolerations, k8s.CRITICAL_TOLERATIONS),
+        priority_class="system-node-critical",
+        hostNetwork=True,
+        terminationGracePeriodSeconds=0,
+        **pod,
+    )
+    return k8s.workload("DaemonSet", name, {"k8s-app": name}, spec, strategy=network.update_strategy)
+
+
+def canal(config: ClusterConfig) -> list[Obj]:
+    images = config.system_images
+    ipam = {"type": "host-local", "subnet": "usePodCidr"}
+    flexvol_dir = _option(config, "flex_volume_plugin_dir")
+    pod = {
+        "initContainers": [
+            _install_cni(config, images.canal_cni, "10-canal.conflist", "canal-config"),
+            _flexvol(images.canal_flexvol),
+        ],
+        "containers": [
+            _calico_node(
+                config,
+                images.canal_node,
+                k8s.env(
+                    CALICO_NETWORKING_BACKEND="none",
+                    CLUSTER_TYPE="k8s,canal",
+                    FELIX_IPTABLESREFRESHINTERVAL="60",
+                    IP="",
+                    FELIX_LOGSEVERITYSCREEN="info",
+                ),
+            ),
+            _flanneld(config, images.canal_flannel),
+        ],
+        "volumes": [
+            *_node_volumes(config, flexvol_dir),
+            k8s.host_volume("run", "/run"),
+            {
+                "name": "flannel-cfg",
+                "configMap": {
+                    "name": "canal-config",
+                    "items": [{"key": "net-conf.json", "path": "net-conf.json"}],
+                },
+            },
+        ],
+    }
+    return [
+        *_crds(),
+        k8s.service_account("canal"),
+        k8s.cluster_role("calico", _calico_node_rules()),
+        k8s.cluster_role("flannel", _flannel_rules()),
+        k8s.cluster_role_binding("canal-calico", "calico", [k8s.sa_subject("canal")]),
+        k8s.cluster_role_binding("canal-flannel", "flannel", [k8s.sa_subject("canal")]),
+        k8s.config_map(
+            "canal-config",
+            {
+                "canal_iface": _option(config, "iface"),
+                "masquerade": "true",
+                "cni_network_config": _cni_config(config, ipam),
+                "net-conf.json": _net_conf(config),
+            },
+        ),
+        _node_daemonset(config, "canal", "canal", pod),
+    ]
+
+
+def flannel(config: ClusterConfig) -> list[Obj]:
+    images = config.system_images
+    cni = {
+        "name": "cbr0",
+        "cniVersion": "0.3.1",
+        "plugins": [
+            {"type": "flannel", "delegate": {"hairpinMode": True, "isDefaultGateway": True}},
+            {"type": "portmap", "capabilities": {"portMappings": True}},
+        ],
+    }
+    install = k8s.container(
+        "install-cni",
+        images.flannel_cni,
+        command=["/bin/sh", "-c", f"cp /etc/kube-flannel/cni-conf.json {CNI_NET}/10-flannel.conflist"],
+        volumeMounts=[k8s.mount("cni-net-dir", CNI_NET), k8s.mount("flannel-cfg", "/etc/kube-flannel/")],
+    )
+    pod = {
+        "initContainers": [install],
+        "containers": [_flanneld(config, images.flannel)],
+        "volumes": [
+            k8s.host_volume("run", "/run"),
+            k8s.host_volume("cni-net-dir", CNI_NET),
+            k8s.host_volume("xtables-lock", "/run/xtables.lock", "FileOrCreate"),
+            {"name": "flannel-cfg", "configMap": {"name": "kube-flannel-cfg"}},
+        ],
+    }
+    daemonset = _node_daemonset(config, "kube-flannel", "flannel", pod)
+    labels = {"k8s-app": "flannel", "tier": "node"}  # RKE's selector for kube-flannel
+    daemonset["metadata"]["labels"] = dict(labels)
+    daemonset["spec"]["selector"] = {"matchLabels": labels}
+    daemonset["spec"]["template"]["metadata"]["labels"] = dict(labels)
+    return [
+        k8s.service_account("flannel"),
+        *k8s.bound_role("flannel", _flannel_rules(), "flannel"),
+        k8s.config_map(
+            "kube-flannel-cfg",
+            {"cni-conf.json": json.dumps(cni, indent=2), "net-conf.json": _net_conf(config)},
+        ),
+        daemonset,
+    ]
+
+
+def calico(config: ClusterConfig) -> list[Obj]:
+    images = config.system_images
+    ipam = {"type": "calico-ipam"}
+    pod_cidr = config.services.kube_controller.cluster_cidr.split(",")[0]
+    flexvol_dir = _option(config, "flex_volume_plugin_dir")
+    node = _calico_node(
+        config,
+        images.calico_node,
+        [
+            k8s.config_env("CALICO_NETWORKING_BACKEND", "calico-config", "calico_backend"),
+            *k8s.env(
+                CLUSTER_TYPE="k8s,bgp",
+                IP="autodetect",
+                CALICO_IPV4POOL_IPIP="Always",
+                CALICO_IPV4POOL_CIDR=pod_cidr,
+            ),
+            k8s.config_env("FELIX_IPINIPMTU", "calico-config", "veth_mtu"),
+        ],
+    )
+    node["volumeMounts"].append(k8s.mount("cni-net-dir", "/host/etc/cni/net.d"))
+    pod = {
+        "initContainers": [
+            _install_cni(config, images.calico_cni, "10-calico.conflist", "calico-config"),
+            _flexvol(images.calico_flexvol),
+        ],
+        "containers": [node],
+        "volumes": _node_volumes(config, flexvol_dir),
+    }
+    controllers_pod = k8s.pod_spec(
+        [
+            k8s.container(
+                "calico-kube-controllers",
+                images.calico_controllers,
+                env=k8s.env(ENABLED_CONTROLLERS="node", DATASTORE_TYPE="kubernetes"),
+                readinessProbe={"exec": {"command": ["/usr/bin/check-status", "-r"]}},
+            )
+        ],
+        account="calico-kube-controllers",
+        node_selector=config.network.node_selector,
+        tolerations_=k8s.tolerations(config.network.tolerations, k8s.CRITICAL_TOLERATIONS),
+        priority_class="system-cluster-critical",
+    )
+    controllers_rules = [
+        rule([""], ["nodes"], ["watch", "list", "get"]),
+        rule([""], ["pods"], ["get"]),
+        rule([CALICO_GROUP], ["ipreservations"], ["list"]),
+        rule(
+            [CALICO_GROUP],
+            ["blockaffinities", "ipamblocks", "ipamhandles"],
+            ["get", "list", "create", "update", "delete", "watch"],
+        ),
+        rule([CALICO_GROUP], ["hostendpoints"], ["get", "list", "create", "update", "delete"]),
+        rule([CALICO_GROUP], ["clusterinformations"], ["get", "list", "create", "update", "watch"]),
+        rule([CALICO_GROUP], ["kubecontrollersconfigurations"], ["get", "create", "update", "watch"]),
+    ]
+    return [
+        *_crds(),
+        k8s.service_account("calico-node"),
+        k8s.service_account("calico-kube-controllers"),
+        *k8s.bound_role("calico-node", _calico_node_rules(), "calico-node"),
+        *k8s.bound_role("calico-kube-controllers", controllers_rules, "calico-kube-controllers"),
+        k8s.config_map(
+            "calico-config",
+            {
+                "typha_service_name": "none",
+                "calico_backend": "bird",
+                "veth_mtu": str(config.network.mtu or 1440),
+                "cni_network_config": _cni_config(config, ipam),
+            },
+        ),
+        _node_daemonset(config, "calico-node", "calico-node", pod),
+        k8s.workload(
+            "Deployment",
+            "calico-kube-controllers",
+            {"k8s-app": "calico-kube-controllers"},
+            controllers_pod,
+            replicas=1,
+            strategy={"strategy": "Recreate"},
+        ),
+    ]

@@ -1,0 +1,212 @@
+"""Checks on the add-on sections (network, dns, ingress, monitoring, addons, addons_include).
+
+Values that end up in Kubernetes objects are checked here as the apiserver would check them, so a bad
+toleration or update strategy is a finding at its line, not a refused object halfway through `up`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Any
+
+from rke_py.addons import user
+from rke_py.config.defaults import PROVIDER_OPTIONS
+from rke_py.config.findings import Findings, Path, did_you_mean, dotted, excerpt
+from rke_py.config.schema import ClusterConfig, Toleration
+
+NETWORK_PLUGINS = ("canal", "flannel", "calico", "none")  # what rke-py deploys
+RKE_ONLY_PLUGINS = ("weave", "aci")  # RKE had them; rke-py refuses them rather than leave pods unnetworked
+ADDON_PROVIDERS = {
+    "dns": ("coredns", "kube-dns", "none"),
+    "ingress": ("nginx", "none"),
+    "monitoring": ("metrics-server", "none"),
+}
+INGRESS_NETWORK_MODES = ("hostPort", "hostNetwork", "none")
+DNS_POLICIES = ("ClusterFirst", "ClusterFirstWithHostNet", "Default", "None")
+TOLERATION_OPERATORS = ("Exists", "Equal")
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+# update_strategy types, by the kind of workload the section deploys
+DAEMONSET_STRATEGIES = ("RollingUpdate", "OnDelete")
+DEPLOYMENT_STRATEGIES = ("RollingUpdate", "Recreate")
+INT_OR_PERCENT = re.compile(r"[0-9]{1,9}%?\Z", re.ASCII)
+USER_ADDON_URL = re.compile(r"https?://", re.ASCII)
+
+
+def network_plugin(config: ClusterConfig, findings: Findings) -> None:
+    plugin = config.network.plugin
+    path = ("network", "plugin")
+    if plugin in RKE_ONLY_PLUGINS:
+        findings.error(
+            path,
+            f"the {plugin} network plugin is not supported by rke-py",
+            f"use one of {', '.join(NETWORK_PLUGINS)} (canal is RKE's default)",
+        )
+    elif plugin not in NETWORK_PLUGINS:
+        hint = f"use one of {', '.join(NETWORK_PLUGINS)}" + did_you_mean(plugin, NETWORK_PLUGINS)
+        findings.error(path, f'unknown network plugin "{plugin}"', hint)
+    if plugin == "flannel" and config.network.mtu:
+        findings.error(("network", "mtu"), "network.mtu cannot be set with the flannel plugin", "remove mtu")
+
+
+def providers(config: ClusterConfig, findings: Findings) -> None:
+    for section, choices in ADDON_PROVIDERS.items():
+        provider = getattr(config, section).provider
+        if provider not in choices:
+            findings.error(
+                (section, "provider"),
+                f'unknown {section} provider "{provider}"',
+                f"use one of {', '.join(choices)}" + did_you_mean(str(provider), choices),
+            )
+    if config.dns.provider == "none" and config.dns.nodelocal and config.dns.nodelocal.ip_address:
+        findings.error(
+            ("dns", "nodelocal"),
+            "NodeLocal DNSCache caches a cluster DNS, and dns.provider is none",
+            "use provider: coredns, or remove nodelocal",
+        )
+
+
+def ignored(config: ClusterConfig, findings: Findings) -> None:
+    """Add-on keys rke-py reads but does not act on: said at their line, never silently dropped."""
+    hint = "rke-py does not use it; remove it"
+    if config.dns.options:
+        findings.warning(
+            ("dns", "options"), "dns.options is not used by the coredns or kube-dns add-on", hint
+        )
+    for key, value in config.network.extra.items():
+        for sub in value if isinstance(value, dict) else {}:
+            if (key, sub) not in PROVIDER_OPTIONS:
+                findings.warning(("network", key, sub), f"network.{key}.{sub} is not used by rke-py", hint)
+
+
+def scheduling(config: ClusterConfig, findings: Findings) -> None:
+    """Tolerations and update strategies, where each section has them."""
+    workloads = {
+        "network": DAEMONSET_STRATEGIES,
+        "dns": DEPLOYMENT_STRATEGIES,
+        "ingress": DAEMONSET_STRATEGIES,
+        "monitoring": DEPLOYMENT_STRATEGIES,
+    }
+    for section, strategies in workloads.items():
+        settings = getattr(config, section)
+        for index, toleration in enumerate(settings.tolerations):
+            _toleration(toleration, (section, "tolerations", index), findings)
+        _update_strategy(settings.update_strategy, (section, "update_strategy"), strategies, findings)
+    if config.dns.nodelocal:
+        strategy = config.dns.nodelocal.update_strategy
+        _update_strategy(strategy, ("dns", "nodelocal", "update_strategy"), DAEMONSET_STRATEGIES, findings)
+
+
+def _toleration(toleration: Toleration, path: Path, findings: Findings) -> None:
+    operator = toleration.operator or "Equal"
+    if operator not in TOLERATION_OPERATORS:
+        findings.error((*path, "operator"), f'toleration operator "{operator}" is not Exists or Equal', "")
+    if operator == "Exists" and toleration.value:
+        findings.error((*path, "value"), "a toleration with operator Exists has no value", "remove value")
+    if not toleration.key and operator != "Exists":
+        findings.error(path, "a toleration without a key needs operator: Exists", "add a key")
+    if toleration.effect and toleration.effect not in TAINT_EFFECTS:
+        hint = f"use one of {', '.join(TAINT_EFFECTS)}" + did_you_mean(toleration.effect, TAINT_EFFECTS)
+        findings.error((*path, "effect"), f'taint effect "{toleration.effect}" is unknown', hint)
+    if toleration.tolerationSeconds is not None and toleration.effect != "NoExecute":
+        findings.error((*path, "tolerationSeconds"), "tolerationSeconds applies only to effect NoExecute", "")
+
+
+def _update_strategy(
+    strategy: dict[str, Any], path: Path, kinds: tuple[str, ...], findings: Findings
+) -> None:
+    """RKE's `{strategy, rollingUpdate: {maxUnavailable, maxSurge}}`, checked as Kubernetes would."""
+    for key in strategy:
+        if key not in ("strategy", "rollingUpdate"):
+            findings.error(
+                (*path, key), f'unknown key "{key}" in {dotted(path)}', "use strategy and rollingUpdate"
+            )
+    kind = strategy.get("strategy", "RollingUpdate")
+    if kind not in kinds:
+        findings.error(
+            (*path, "strategy"), f'update strategy "{excerpt(kind)}" is not one of {", ".join(kinds)}', ""
+        )
+    rolling = strategy.get("rollingUpdate")
+    if rolling is None:
+        return
+    if not isinstance(rolling, dict) or kind != "RollingUpdate":
+        findings.error(
+            (*path, "rollingUpdate"), "rollingUpdate must be a mapping, with strategy RollingUpdate", ""
+        )
+        return
+    allowed = ("maxUnavailable", "maxSurge")
+    for key, value in rolling.items():
+        where = (*path, "rollingUpdate", key)
+        if key not in allowed:
+            findings.error(where, f'unknown key "{key}" in rollingUpdate', "use maxUnavailable or maxSurge")
+        elif isinstance(value, bool) or not INT_OR_PERCENT.match(str(value)):
+            findings.error(
+                where, f'{key} "{excerpt(value)}" is not a count or a percentage', 'e.g. 1 or "25%"'
+            )
+
+
+def dns(config: ClusterConfig, findings: Findings) -> None:
+    for index, cidr in enumerate(config.dns.reversecidrs):
+        try:
+            ipaddress.ip_network(cidr)
+        except ValueError:
+            findings.error(
+                ("dns", "reversecidrs", index), f'"{excerpt(cidr)}" is not a network', "e.g. 10.0.0.0/8"
+            )
+    nodelocal = config.dns.nodelocal
+    if nodelocal and nodelocal.ip_address:
+        try:
+            ipaddress.IPv4Address(nodelocal.ip_address)
+        except ValueError:
+            findings.error(
+                ("dns", "nodelocal", "ip_address"),
+                f'"{excerpt(nodelocal.ip_address)}" is not an IPv4 address',
+                "use a link-local address such as 169.254.20.10",
+            )
+    params = config.dns.linear_autoscaler_params
+    if params is None:
+        return
+    base = ("dns", "linear_autoscaler_params")
+    for key in ("cores_per_replica", "nodes_per_replica"):
+        if getattr(params, key) <= 0:
+            findings.error((*base, key), f"{key} must be above 0", "e.g. 128 cores or 4 nodes per replica")
+    if params.min < 0 or params.max < 0 or (params.max and params.max < params.min):
+        findings.error((*base, "max"), "max must be 0 (no limit) or at least min", "")
+
+
+def ingress(config: ClusterConfig, findings: Findings) -> None:
+    settings = config.ingress
+    if settings.network_mode not in INGRESS_NETWORK_MODES:
+        hint = f"use one of {', '.join(INGRESS_NETWORK_MODES)}"
+        findings.error(
+            ("ingress", "network_mode"), f'network_mode "{settings.network_mode}" is unknown', hint
+        )
+    for key in ("http_port", "https_port"):
+        if not 1 <= getattr(settings, key) <= 65535:
+            findings.error(("ingress", key), f"ingress.{key} must be 1 to 65535", "")
+    if settings.dns_policy and settings.dns_policy not in DNS_POLICIES:
+        hint = f"use one of {', '.join(DNS_POLICIES)}" + did_you_mean(settings.dns_policy, DNS_POLICIES)
+        findings.error(("ingress", "dns_policy"), f'dns_policy "{settings.dns_policy}" is unknown', hint)
+    for key in ("extra_envs", "extra_volumes", "extra_volume_mounts"):
+        for index, item in enumerate(getattr(settings, key)):
+            if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not item["name"]:
+                findings.error(
+                    ("ingress", key, index), f"ingress.{key}[{index}] needs a name", "as in a Pod spec"
+                )
+    if settings.extra_volume_mounts and not all(
+        isinstance(m, dict) and m.get("mountPath") for m in settings.extra_volume_mounts
+    ):
+        findings.error(("ingress", "extra_volume_mounts"), "every volume mount needs a mountPath", "")
+
+
+def user_addons(config: ClusterConfig, findings: Findings) -> None:
+    """Inline add-ons are checked here, document by document; included files when `up` reads them."""
+    if config.addons.strip():
+        line = findings.where(("addons",))[0]
+        findings.errors += user.inline_addons(config.addons, findings.source, line)[1]
+    for index, entry in enumerate(config.addons_include):
+        path = ("addons_include", index)
+        if "://" in entry and not USER_ADDON_URL.match(entry):
+            findings.error(path, f'"{excerpt(entry)}" is neither a file nor an http(s) URL', "")
+        elif not entry.strip():
+            findings.error(path, "an empty addons_include entry", "remove it")
