@@ -148,7 +148,27 @@ class ApplyObject(_Change):
     obj: dict[str, Any] = field(compare=False)
     ref: str = ""  # kind/name, e.g. clusterrolebinding/system:node
     reason: str = ""
-    phase = "objects"
+    phase: str = "objects"  # objects (RBAC, before the workers) or addons (once the nodes are there)
+    addon: str = ""  # the add-on it belongs to, e.g. rke-network-plugin
+
+    @property
+    def target(self) -> str:
+        return self.ref
+
+
+@dataclass(frozen=True)
+class DeleteObject(_Change):
+    """An object rke-py no longer keeps: an add-on switched off or changed, or RKE's finished add-on Job."""
+
+    kind: ClassVar[str] = "delete"
+    api_version: str
+    object_kind: str
+    namespace: str
+    name: str
+    ref: str = ""
+    reason: str = ""
+    phase: str = "addons"
+    addon: str = ""
 
     @property
     def target(self) -> str:
@@ -193,5 +213,5 @@ HostAction = (
     | RemoveMember
     | CleanHost
 )
-ClusterAction = ApplyObject | SyncNode | DeleteNode
+ClusterAction = ApplyObject | DeleteObject | SyncNode | DeleteNode
 Action = HostAction | ClusterAction

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from rke_py.deploy import actions as a
 from rke_py.deploy.facts import HostFacts
 from rke_py.deploy.nodesync import node_patch
-from rke_py.deploy.objects import object_path
 from rke_py.deploy.reconcile import add_etcd_member, clean_host, remove_etcd_members
 from rke_py.errors import ApplyError
 from rke_py.hosts.base import Docker, DockerError, HostConnection
@@ -59,7 +58,7 @@ class Applier:
         member the change goes through. `wait=False` starts a new container without waiting for its health
         check: the members of a new etcd cluster can only become healthy together.
         """
-        if isinstance(action, a.ApplyObject | a.SyncNode | a.DeleteNode):
+        if isinstance(action, a.ApplyObject | a.DeleteObject | a.SyncNode | a.DeleteNode):
             self._cluster(action)
             return
         assert target is not None, f"{action.describe()} needs a host"
@@ -102,7 +101,11 @@ class Applier:
         try:
             match action:
                 case a.ApplyObject(obj=obj):
-                    api.apply(object_path(obj), obj)
+                    api.apply(api.object_path(obj), obj)
+                case a.DeleteObject():
+                    api.delete(
+                        api.path(action.api_version, action.object_kind, action.name, action.namespace)
+                    )
                 case a.SyncNode(name=name, node=node):
                     path = f"/api/v1/nodes/{name}"
                     api.merge_patch(path, node_patch(node, api.get(path)))

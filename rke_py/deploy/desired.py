@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from rke_py import config as config_pkg
+from rke_py.addons import Addon
+from rke_py.addons import build as build_addons
 from rke_py.config.schema import ClusterConfig, Node
 from rke_py.deploy.reconcile import joining_etcd_nodes, removed_nodes
 from rke_py.errors import Problem
@@ -32,6 +34,7 @@ class Desired:
     joined: set[str] = field(default_factory=set)  # addresses of etcd members that joined a running cluster
     registry: tuple[Component, ...] = REGISTRY
     objects: list[dict[str, Any]] = field(default_factory=list)  # kept in the Kubernetes API, in order
+    addons: list[Addon] = field(default_factory=list)  # applied once the nodes are there, in order
 
 
 def prepare(
@@ -60,4 +63,5 @@ def prepare(
         joined=joined,
         registry=registry,
         objects=rbac_objects(loaded.config),
+        addons=build_addons(loaded.config, config_path.parent),
     )

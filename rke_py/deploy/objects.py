@@ -1,59 +1,99 @@
-"""Objects rke-py keeps in the Kubernetes API (today: RBAC), diffed against what the API holds.
+"""Objects rke-py keeps in the Kubernetes API (RBAC, add-ons), diffed against what the API holds.
 
-Only the fields rke-py sets are compared, so an object RKE created the same way, or one others annotated,
-is left alone; a difference is applied with server-side apply under rke-py's field manager.
+Each object is applied with an annotation holding the hash of what rke-py sent, so a no-op `up` sends
+nothing, a field rke-py stopped setting is noticed, and an object RKE created (no annotation yet) is taken
+over once, in place, with server-side apply. Someone else's edit to a field rke-py sets is noticed too:
+every field rke-py sets must still hold its value (fields the API fills in are not compared).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import hashlib
+import json
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from rke_py.deploy.actions import ApplyObject
+from rke_py.deploy.actions import ApplyObject, DeleteObject
 
-PLURALS = {"ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings"}
-
-
-def object_path(obj: dict[str, Any]) -> str:
-    """The object's URL path: /api/v1/... for the core group, /apis/GROUP/VERSION/... otherwise."""
-    api_version, kind, meta = obj["apiVersion"], obj["kind"], obj["metadata"]
-    base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
-    namespace = f"/namespaces/{meta['namespace']}" if meta.get("namespace") else ""
-    return f"{base}{namespace}/{PLURALS[kind]}/{meta['name']}"
+APPLIED = "rke-py.io/applied"  # annotation: the hash of the object as rke-py last applied it
+Obj = dict[str, Any]
 
 
-def object_ref(obj: dict[str, Any]) -> str:
+def stamped(obj: Obj) -> Obj:
+    """`obj` with the annotation that says what rke-py applied."""
+    digest = hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
+    metadata = dict(obj["metadata"])
+    metadata["annotations"] = {**(metadata.get("annotations") or {}), APPLIED: digest}
+    return {**obj, "metadata": metadata}
+
+
+def identity(obj: Obj) -> tuple[str, str, str, str]:
     meta = obj["metadata"]
-    name = f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else meta["name"]
-    return f"{obj['kind'].lower()}/{name}"
+    return obj["apiVersion"], obj["kind"], meta.get("namespace") or "", meta["name"]
 
 
-def changed_fields(desired: dict[str, Any], current: dict[str, Any]) -> list[str]:
-    """The fields rke-py sets that the API holds differently (labels and annotations key by key)."""
-    changed = [
-        key
+def object_ref(obj: Obj) -> str:
+    """kind/name or kind/namespace/name, e.g. daemonset/kube-system/canal."""
+    _, kind, namespace, name = identity(obj)
+    return f"{kind.lower()}/{namespace}/{name}" if namespace else f"{kind.lower()}/{name}"
+
+
+def changed_fields(desired: Obj, current: Obj) -> list[str]:
+    """Why `current` is not what rke-py applies, in words; empty when it is."""
+    have = (current.get("metadata") or {}).get("annotations") or {}
+    want = desired["metadata"]["annotations"][APPLIED]
+    changed = []
+    if have.get(APPLIED) != want:
+        changed.append("changed in cluster.yml or rke-py" if APPLIED in have else "not applied by rke-py yet")
+    changed += [
+        f"{key} differs"
         for key, value in desired.items()
-        if key not in ("apiVersion", "kind", "metadata") and current.get(key) != value
+        if key not in ("apiVersion", "kind", "metadata") and not _holds(value, current.get(key))
     ]
     for part in ("labels", "annotations"):
-        have = current.get("metadata", {}).get(part) or {}
+        held = (current.get("metadata") or {}).get(part) or {}
         changed += [
-            f"metadata.{part}.{k}" for k, v in desired["metadata"].get(part, {}).items() if have.get(k) != v
+            f"metadata.{part}.{k} differs"
+            for k, v in (desired["metadata"].get(part) or {}).items()
+            if held.get(k) != v and k != APPLIED
         ]
     return changed
 
 
+def _holds(want: Any, have: Any) -> bool:
+    """Whether `have` holds every value of `want` (the API adds defaults beside them)."""
+    if isinstance(want, dict):
+        return isinstance(have, dict) and all(_holds(v, have.get(k)) for k, v in want.items())
+    if isinstance(want, list):
+        return isinstance(have, list) and len(want) == len(have) and all(map(_holds, want, have))
+    return bool(want == have)
+
+
 def object_actions(
-    objects: list[dict[str, Any]], get: Callable[[str], dict[str, Any] | None] | None
+    objects: Iterable[Obj], get: Callable[[Obj], Obj | None] | None, phase: str = "objects", addon: str = ""
 ) -> list[ApplyObject]:
     """What to apply. `get` reads an object (None when it does not exist); without it no apiserver
     answers yet, so every object is to be applied."""
     actions = []
-    for obj in objects:
-        current = get(object_path(obj)) if get is not None else None
+    for obj in map(stamped, objects):
+        current = get(obj) if get is not None else None
+        reason = ""
         if current is None:
             reason = "missing" if get is not None else "the cluster is not running yet"
-            actions.append(ApplyObject(obj=obj, ref=object_ref(obj), reason=reason))
-        elif changed := changed_fields(obj, current):
-            actions.append(ApplyObject(obj=obj, ref=object_ref(obj), reason=f"{', '.join(changed)} differ"))
+        else:
+            reason = "; ".join(changed_fields(obj, current))
+        if reason:
+            actions.append(ApplyObject(obj=obj, ref=object_ref(obj), reason=reason, phase=phase, addon=addon))
     return actions
+
+
+def prune_actions(
+    wanted: Iterable[Obj], found: Iterable[Obj], reason: str, addon: str = ""
+) -> list[DeleteObject]:
+    """Delete what `found` holds that `wanted` does not (both by apiVersion, kind, namespace, name);
+    namespaces last, as what is in them goes with them."""
+    keep = {identity(obj) for obj in wanted}
+    gone = sorted(
+        (obj for obj in found if identity(obj) not in keep), key=lambda obj: obj["kind"] == "Namespace"
+    )
+    return [DeleteObject(*identity(obj), ref=object_ref(obj), reason=reason, addon=addon) for obj in gone]

@@ -13,13 +13,14 @@ from typing import Any, Protocol
 
 import paramiko
 
+from rke_py.addons import ADDON_LABEL, PRUNE_KINDS, RKE_JOBS, WORKLOAD_KINDS
 from rke_py.config.schema import Node
 from rke_py.deploy.actions import AddMember, ApplyObject, ClusterAction, HostAction
 from rke_py.deploy.apply import Target
 from rke_py.deploy.desired import Desired
 from rke_py.deploy.diff import diff_host
 from rke_py.deploy.nodesync import node_actions
-from rke_py.deploy.objects import object_actions
+from rke_py.deploy.objects import identity, object_actions, prune_actions
 from rke_py.deploy.observe import observe
 from rke_py.deploy.parallel import DEFAULT_CONCURRENCY, for_each
 from rke_py.deploy.reconcile import leaving_actions
@@ -173,10 +174,53 @@ class Session:
         return [
             *self.object_actions(running=nodes is not None),
             *node_actions(self.desired.config, nodes, self.desired.removed),
+            *self.addon_actions(running=nodes is not None),
         ]
 
     def object_actions(self, running: bool = True) -> list[ApplyObject]:
-        return object_actions(self.desired.objects, self.kube_api().find if running else None)
+        return object_actions(self.desired.objects, self._find if running else None)
+
+    def _find(self, obj: dict[str, Any]) -> dict[str, Any] | None:
+        api = self.kube_api()
+        try:
+            return api.find(api.object_path(obj))
+        except KubeAPIError as exc:
+            if exc.status == 404:  # a kind not served yet: its CRD comes with the add-on
+                return None
+            raise
+
+    def addon_actions(self, running: bool = True) -> list[ClusterAction]:
+        """Every add-on's objects to apply, then the objects it had and no longer has (found by the add-on
+        label), then RKE's finished add-on Jobs. All of them to apply while no apiserver answers."""
+        addons = self.desired.addons
+        if not running:
+            return [x for addon in addons for x in object_actions(addon.objects, None, "addons", addon.name)]
+        api = self.kube_api()
+        kinds = dict.fromkeys(
+            [*PRUNE_KINDS, *(f"{o['apiVersion']}/{o['kind']}" for a in addons for o in a.objects)]
+        )
+        labelled: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+        for kind in kinds:
+            api_version, _, name = kind.rpartition("/")
+            for item in api.list(api_version, name, ADDON_LABEL):
+                labelled[identity(item)] = item
+        actions: list[ClusterAction] = []
+        for addon in addons:
+
+            def current(obj: dict[str, Any]) -> dict[str, Any] | None:
+                return labelled.get(identity(obj)) or self._find(obj)
+
+            actions += object_actions(addon.objects, current, "addons", addon.name)
+            had = [o for o in labelled.values() if o["metadata"]["labels"].get(ADDON_LABEL) == addon.name]
+            actions += prune_actions(addon.objects, had, f"no longer part of {addon.name}", addon.name)
+        jobs = [
+            job
+            for job in api.list("batch/v1", "Job")
+            if identity(job)[2:] in {("kube-system", name) for name in RKE_JOBS}
+            and (job.get("status") or {}).get("succeeded")
+        ]
+        actions += prune_actions([], jobs, "RKE's finished add-on Job")
+        return actions
 
     def registered_nodes(self) -> dict[str, dict[str, Any]] | None:
         """Nodes by name, or None when no apiserver answers."""
@@ -200,7 +244,10 @@ class Session:
         d = self.desired
         hosts = {a: t.host for a, t in self.targets.items()}
         hostnames = {a: t.facts.hostname for a, t in self.targets.items()}
-        report = verify(d.config, d.plan, d.bundle, hosts, hostnames, self.kube_api())
+        workloads = [
+            (addon.name, obj) for addon in d.addons for obj in addon.objects if obj["kind"] in WORKLOAD_KINDS
+        ]
+        report = verify(d.config, d.plan, d.bundle, hosts, hostnames, self.kube_api(), workloads)
         report.checks[:0] = [Check("host", e.host, False, e.detail) for e in self.unreachable]
         return report
 

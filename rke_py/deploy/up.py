@@ -1,7 +1,7 @@
 """`up` and `plan`: one list of phases, run for real or as a dry run.
 
 connect → preflight → prepare hosts (in the background) → etcd → control plane → kubeconfig → RBAC →
-worker plane → hosts that left → state → node labels and taints → verify.
+worker plane → hosts that left → state → node labels and taints → add-ons → verify.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from rke_py.deploy.phases import Phase, run_phases
 from rke_py.deploy.preflight import preflight
 from rke_py.deploy.saving import save_state, write_kubeconfig
 from rke_py.deploy.session import Connector, Options, Session, combined
-from rke_py.errors import HostError, PreflightError
+from rke_py.errors import ApplyError, HostError, PreflightError
 from rke_py.plan.components import PLANES
 from rke_py.plan.registries import registry_auth
 from rke_py.verify.checks import Report
@@ -301,6 +301,49 @@ class SyncNodes(Phase):
                 self.r.applier.execute(action)
 
 
+class Addons(Phase):
+    """Network plugin, DNS, metrics-server, ingress and user add-ons, in RKE's order, once the nodes are
+    registered. Re-read just before they are applied. Each add-on has `addon_job_timeout` seconds: a
+    refused object is retried until then (a custom resource waits for its CRD), then a system add-on stops
+    `up` and a user add-on is a warning, as in RKE."""
+
+    key, title = "addons", "add-ons: network plugin, DNS, metrics-server, ingress, user add-ons"
+
+    def __init__(self, run: Run, pause: float = 2):
+        self.r = run
+        self.pause = pause
+
+    def planned(self) -> Sequence[a.Action]:
+        return [x for x in self.r.cluster_actions if x.phase == self.key]
+
+    def run(self) -> None:
+        todo = self.r.session.addon_actions()
+        timeout = self.r.config.addon_job_timeout
+        for addon in [*self.r.desired.addons, None]:  # None: what belongs to no add-on (RKE's Jobs)
+            name = addon.name if addon else ""
+            deadline = time.monotonic() + timeout
+            try:
+                for action in todo:
+                    if action.phase == self.key and getattr(action, "addon", "") == name:
+                        self._until(action, deadline)
+            except ApplyError as exc:
+                if addon is not None and not addon.critical:
+                    log.warning("user add-on %s was not applied: %s", name, exc)
+                    continue
+                raise
+
+    def _until(self, action: a.ClusterAction, deadline: float) -> None:
+        while True:
+            try:
+                self.r.applier.execute(action)
+                return
+            except ApplyError as exc:
+                if time.monotonic() + self.pause > deadline:
+                    raise
+                log.info("retrying %s: %s", action.target, exc.detail)
+                time.sleep(self.pause)
+
+
 class Verify(Phase):
     key, title = "verify", "verifying the cluster"
 
@@ -343,6 +386,7 @@ def up_phases(run: Run) -> list[Phase]:
         RemovedHosts(run),
         SaveState(run, current=True),
         SyncNodes(run),
+        Addons(run),
         Verify(run),
     ]
 

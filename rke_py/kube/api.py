@@ -9,6 +9,8 @@ certificate is checked against the same name kubectl checks.
 from __future__ import annotations
 
 import json
+import threading
+import urllib.parse
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -42,6 +44,10 @@ class KubeAPI:
         self._ctx = channels.tls_context(
             ca.leaf_pem.encode(), admin.cert_pem.encode(), admin.key_pem.encode()
         )
+        self._resources: dict[
+            str, dict[str, tuple[str, bool]]
+        ] = {}  # apiVersion -> kind -> (plural, namespaced)
+        self._lock = threading.Lock()
 
     def request(
         self, method: str, path: str, body: Any = None, content_type: str = "application/json"
@@ -94,3 +100,57 @@ class KubeAPI:
         return self.request(
             "PATCH", f"{path}?fieldManager={FIELD_MANAGER}&force=true", obj, "application/apply-patch+yaml"
         )
+
+    def resource(self, api_version: str, kind: str) -> tuple[str, bool] | None:
+        """(plural, namespaced) of `kind` as the API's discovery says, or None when it does not serve it
+        (yet: a CRD just applied takes a moment). Known kinds are remembered, unknown ones asked again."""
+        with self._lock:
+            known = self._resources.get(api_version, {})
+        if kind not in known:
+            base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+            listing = self.find(base) or {}
+            known = {
+                r["kind"]: (r["name"], bool(r.get("namespaced")))
+                for r in listing.get("resources", [])
+                if "/" not in r.get("name", "")
+            }
+            with self._lock:
+                self._resources[api_version] = known
+        return known.get(kind)
+
+    def path(self, api_version: str, kind: str, name: str = "", namespace: str = "") -> str:
+        """The URL path of an object (or, without a name, of the collection); KubeAPIError 404 when the API
+        does not serve the kind. A namespaced object without a namespace lives in `default` (as kubectl's)."""
+        found = self.resource(api_version, kind)
+        if found is None:
+            raise KubeAPIError(f"the API serves no {kind} in {api_version}", 404)
+        plural, namespaced = found
+        base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+        where = f"/namespaces/{namespace or 'default'}" if namespaced and (name or namespace) else ""
+        return f"{base}{where}/{plural}" + (f"/{name}" if name else "")
+
+    def object_path(self, obj: dict[str, Any]) -> str:
+        meta = obj["metadata"]
+        return self.path(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace", ""))
+
+    def list(self, api_version: str, kind: str, label_selector: str = "") -> list[dict[str, Any]]:
+        """Every object of `kind` in every namespace matching `label_selector`; [] when not served."""
+        try:
+            path = self.path(api_version, kind)
+        except KubeAPIError:
+            return []
+        query = f"?labelSelector={urllib.parse.quote(label_selector)}" if label_selector else ""
+        items = (self.get(path + query) or {}).get("items", [])
+        for item in items:  # a list's items carry no apiVersion and kind
+            item.setdefault("apiVersion", api_version)
+            item.setdefault("kind", kind)
+        return items
+
+    def delete(self, path: str) -> None:
+        """Delete with the dependents in the background (a Job's pods, a DaemonSet's pods); gone is fine."""
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+        try:
+            self.request("DELETE", path, body)
+        except KubeAPIError as exc:
+            if exc.status != 404:
+                raise

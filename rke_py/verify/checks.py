@@ -6,7 +6,7 @@ Read-only. Each check is a row in the Report, so `status` and the end of `up` sh
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -69,9 +69,11 @@ def verify(
     hosts: Mapping[str, HostConnection],
     hostnames: Mapping[str, str],
     api: KubeAPI,
+    workloads: Sequence[tuple[str, dict[str, Any]]] = (),
 ) -> Report:
     """Run every check. `hosts` maps node address → host (hosts missing from it were reported
-    unreachable by the caller); `hostnames` address → the host's own name."""
+    unreachable by the caller); `hostnames` address → the host's own name; `workloads` (add-on name,
+    DaemonSet or Deployment) are the add-ons' rollouts to check."""
     report = Report()
     reachable = [n for n in config.nodes if n.address in hosts]
     with ThreadPoolExecutor(max_workers=max(1, min(PARALLEL, len(reachable)))) as pool:
@@ -80,7 +82,30 @@ def verify(
             report.checks.extend(checks)
     _check_leases(report, config, hostnames, api)
     _check_nodes(report, config, api)
+    report.checks += [_rollout(addon, workload, api) for addon, workload in workloads]
     return report
+
+
+def _rollout(addon: str, workload: dict[str, Any], api: KubeAPI) -> Check:
+    """An add-on's DaemonSet or Deployment: rolled out when the controller saw its latest spec and every
+    pod it wants is updated and ready."""
+    meta = workload["metadata"]
+    target = f"{workload['kind'].lower()}/{meta['namespace']}/{meta['name']}"
+    try:
+        current = api.get(api.object_path(workload))
+    except KubeAPIError as exc:
+        return Check("addon", target, False, f"{addon}: {exc}")
+    status = current.get("status") or {}
+    if workload["kind"] == "DaemonSet":
+        wanted, ready = status.get("desiredNumberScheduled", 0), status.get("numberReady", 0)
+        updated = status.get("updatedNumberScheduled", 0)
+    else:
+        wanted = (current.get("spec") or {}).get("replicas", 1)
+        ready, updated = status.get("readyReplicas", 0), status.get("updatedReplicas", 0)
+    seen = status.get("observedGeneration", 0) >= (current.get("metadata") or {}).get("generation", 1)
+    ok = seen and ready >= wanted and updated >= wanted
+    detail = f"{addon}: {ready}/{wanted} ready" + ("" if seen else ", not yet seen by its controller")
+    return Check("addon", target, ok, detail)
 
 
 def _node_checks(node: NodePlan, bundle: Mapping[str, CertKeyPair], host: HostConnection) -> list[Check]:

@@ -12,6 +12,8 @@ import hashlib
 import itertools
 import json
 import shlex
+import threading
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +21,7 @@ from typing import Any
 from rke_py.config.schema import Node
 from rke_py.hosts.base import Completed, DockerContainer, DockerError
 from rke_py.kube.api import KubeAPI, KubeAPIError
+from rke_py.lab.kube.resources import resource_list
 from rke_py.plan.model import ContainerSpec
 
 _ids = itertools.count(1)
@@ -206,6 +209,8 @@ class FakeKube(KubeAPI):
     system:nodes is bound to a role; until then it keeps trying."""
 
     def __init__(self) -> None:
+        self._resources = {}
+        self._lock = threading.Lock()
         self.nodes: dict[str, dict[str, Any]] = {}
         self.objects: dict[str, dict[str, Any]] = {}
         self.calls: list[str] = []
@@ -251,6 +256,25 @@ class FakeKube(KubeAPI):
 
     def _object(self, method: str, path: str, body: Any, content_type: str) -> Any:
         base, _, query = path.partition("?")
+        if method == "GET" and (base == "/api/v1" or (base.count("/") == 3 and base.startswith("/apis/"))):
+            group, _, version = base.removeprefix("/api").removeprefix("s/").rpartition("/")
+            listing = resource_list("" if base == "/api/v1" else group, version)
+            if listing is None:
+                raise KubeAPIError(f"{method} {path}: HTTP 404: not found", 404)
+            return listing
+        if method == "GET" and base not in self.objects and query.startswith("labelSelector="):
+            label = urllib.parse.unquote(query.removeprefix("labelSelector="))
+            plural = base.rsplit("/", 1)[1]
+            items = [
+                o
+                for p, o in self.objects.items()
+                if p.rsplit("/", 2)[1] == plural and label in (o["metadata"].get("labels") or {})
+            ]
+            return {"items": items}
+        if method == "GET" and base.endswith("/jobs"):
+            return {"items": []}
+        if method == "DELETE" and base in self.objects:
+            return self.objects.pop(base)
         if method == "PATCH" and content_type == "application/apply-patch+yaml" and "fieldManager=" in query:
             self.objects[base] = body
             waiting, self.waiting = self.waiting, []

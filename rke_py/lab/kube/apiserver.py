@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from rke_py.lab.kube import log, objects, rbac, resources, serve
+from rke_py.lab.kube import log, objects, rbac, resources, serve, validation
 from rke_py.lab.kube.etcd import EtcdClient, EtcdError, KeyValue
 from rke_py.lab.kube.flags import FlagError, Flags
 from rke_py.lab.kube.resources import Resource
@@ -89,6 +89,14 @@ class Request:
         if self.name or not isinstance(self.body, dict):
             return self.name
         return str((self.body.get("metadata") or {}).get("name", ""))
+
+
+def _refuse_invalid(res: Resource, new: dict, old: dict | None = None) -> None:
+    found = validation.problems(res.kind, new, old)
+    if found:
+        name = (new.get("metadata") or {}).get("name", "")
+        message = f'{res.kind}.{res.group or "core"} "{name}" is invalid: {"; ".join(found)}'
+        raise ApiStatus(422, "Invalid", message)
 
 
 def validate(flags: Flags) -> None:
@@ -253,6 +261,7 @@ class ApiServer:
             meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = name
             obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
             obj["status"] = {"phase": "Active"}
+        _refuse_invalid(res, obj)
         if dry_run:
             return obj
         revision = self.etcd.create(res.key(self.prefix, ns, name), self._encode(obj))
@@ -285,6 +294,8 @@ class ApiServer:
                 meta[key] = old["metadata"][key]
         new.setdefault("apiVersion", old.get("apiVersion"))
         new.setdefault("kind", old.get("kind"))
+        if req.subresource != "status":
+            _refuse_invalid(res, new, old)
         if req.subresource == "status":
             new = {**old, "status": new.get("status", {})}
         elif "status" in res.subresources:

@@ -76,6 +76,7 @@ RESOURCES: list[Resource] = [
         False,
     ),
     _r("apiextensions.k8s.io", "v1", "customresourcedefinitions CustomResourceDefinition crd crds", False),
+    _r("apiregistration.k8s.io", "v1", "apiservices APIService", False, subresources=_STATUS),
     _r("apps", "v1", "controllerrevisions ControllerRevision"),
     _r("authorization.k8s.io", "v1", "subjectaccessreviews SubjectAccessReview", False),
     _r("apps", "v1", "daemonsets DaemonSet ds", subresources=_STATUS, categories=_ALL),
