@@ -126,7 +126,8 @@ def crd(group: str, kind: str, plural: str, namespaced: bool = False, version: s
 
 
 def env(**values: str) -> list[dict[str, Any]]:
-    return [{"name": name, "value": value} for name, value in values.items()]
+    """Environment entries; an empty value is left out, as the API stores it."""
+    return [{"name": name, "value": value} if value else {"name": name} for name, value in values.items()]
 
 
 def field_env(name: str, path: str) -> dict[str, Any]:

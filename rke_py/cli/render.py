@@ -15,7 +15,9 @@ from rke_py.verify.checks import Report
 
 
 def action_doc(action: Action) -> dict[str, str]:
-    return {"kind": action.kind, "phase": action.phase, "target": action.target, "reason": action.reason}
+    doc = {"kind": action.kind, "phase": action.phase, "target": action.target, "reason": action.reason}
+    addon = getattr(action, "addon", "")
+    return {**doc, "addon": addon} if addon else doc
 
 
 def actions_doc(config: ClusterConfig, actions: Mapping[str, Sequence[Action]]) -> list[dict[str, Any]]:

@@ -268,6 +268,7 @@ CHECKS: tuple[Callable[[ClusterConfig, Findings], None], ...] = (
     _upgrade_strategy,
     _numbers,
     validate_addons.providers,
+    validate_addons.images,
     validate_addons.scheduling,
     validate_addons.dns,
     validate_addons.ingress,

@@ -79,6 +79,40 @@ def ignored(config: ClusterConfig, findings: Findings) -> None:
                 findings.warning(("network", key, sub), f"network.{key}.{sub} is not used by rke-py", hint)
 
 
+def images(config: ClusterConfig, findings: Findings) -> None:
+    """Every add-on that is on needs its images: known for the version, or named in system_images."""
+    needed = {
+        ("network", "plugin"): {
+            "canal": ("canal_node", "canal_cni", "canal_flannel", "canal_flexvol"),
+            "flannel": ("flannel", "flannel_cni"),
+            "calico": ("calico_node", "calico_cni", "calico_controllers", "calico_flexvol"),
+        }.get(config.network.plugin, ()),
+        ("dns", "provider"): {
+            "coredns": ("coredns", "coredns_autoscaler"),
+            "kube-dns": ("kubedns", "dnsmasq", "kubedns_sidecar", "kubedns_autoscaler"),
+        }.get(config.dns.provider, ()),
+        ("dns", "nodelocal"): ("nodelocal",)
+        if config.dns.nodelocal and config.dns.nodelocal.ip_address
+        else (),
+        ("monitoring", "provider"): ("metrics_server",)
+        if config.monitoring.provider == "metrics-server"
+        else (),
+        ("ingress", "provider"): ("ingress",) if config.ingress.provider == "nginx" else (),
+        ("ingress", "default_backend"): ("ingress_backend",)
+        if config.ingress.provider == "nginx" and config.ingress.default_backend
+        else (),
+    }
+    for path, keys in needed.items():
+        missing = [key for key in keys if not getattr(config.system_images, key)]
+        if missing:
+            findings.error(
+                path,
+                f"rke-py has no add-on images for {config.kubernetes_version}: "
+                f"system_images must name {', '.join(missing)}",
+                "set them under system_images, or turn the add-on off",
+            )
+
+
 def scheduling(config: ClusterConfig, findings: Findings) -> None:
     """Tolerations and update strategies, where each section has them."""
     workloads = {

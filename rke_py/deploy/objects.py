@@ -61,7 +61,10 @@ def changed_fields(desired: Obj, current: Obj) -> list[str]:
 
 
 def _holds(want: Any, have: Any) -> bool:
-    """Whether `have` holds every value of `want` (the API adds defaults beside them)."""
+    """Whether `have` holds every value of `want` (the API adds defaults beside them, and drops empty
+    maps and lists)."""
+    if want in ({}, []) and have is None:
+        return True
     if isinstance(want, dict):
         return isinstance(have, dict) and all(_holds(v, have.get(k)) for k, v in want.items())
     if isinstance(want, list):
@@ -90,10 +93,12 @@ def object_actions(
 def prune_actions(
     wanted: Iterable[Obj], found: Iterable[Obj], reason: str, addon: str = ""
 ) -> list[DeleteObject]:
-    """Delete what `found` holds that `wanted` does not (both by apiVersion, kind, namespace, name);
-    namespaces last, as what is in them goes with them."""
+    """Delete what `found` holds that `wanted` does not (both by apiVersion, kind, namespace, name), unless
+    it is being deleted already (a namespace terminates for a while); namespaces last, as what is in them
+    goes with them."""
     keep = {identity(obj) for obj in wanted}
     gone = sorted(
-        (obj for obj in found if identity(obj) not in keep), key=lambda obj: obj["kind"] == "Namespace"
+        (o for o in found if identity(o) not in keep and not o["metadata"].get("deletionTimestamp")),
+        key=lambda obj: obj["kind"] == "Namespace",
     )
     return [DeleteObject(*identity(obj), ref=object_ref(obj), reason=reason, addon=addon) for obj in gone]

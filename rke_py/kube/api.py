@@ -34,6 +34,16 @@ class KubeAPIError(Exception):
         self.status = status
 
 
+def _reason(raw: bytes, limit: int = 1000) -> str:
+    """The message of a Kubernetes Status answer, or the start of whatever else came back."""
+    try:
+        message = json.loads(raw).get("message")
+    except (ValueError, AttributeError):
+        message = None
+    text = message if isinstance(message, str) else raw.decode(errors="replace")
+    return text[:limit]
+
+
 class KubeAPI:
     def __init__(
         self, servers: Sequence[str], ca: CertKeyPair, admin: CertKeyPair, dial: Dial, timeout: float = 5
@@ -74,9 +84,7 @@ class KubeAPI:
                 last = exc
                 continue
             if status >= 400:
-                raise KubeAPIError(
-                    f"{method} {path}: HTTP {status}: {raw[:200].decode(errors='replace')}", status
-                )
+                raise KubeAPIError(f"{method} {path.split('?')[0]}: HTTP {status}: {_reason(raw)}", status)
             return json.loads(raw) if raw else None
         raise KubeAPIError(f"no apiserver answered ({', '.join(self.servers)}): {last}")
 

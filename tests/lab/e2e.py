@@ -100,10 +100,19 @@ def edit_cluster_yml(lab: Lab, change) -> None:
         yaml.dump(data, f)
 
 
-def kubectl(lab: Lab, *args: str) -> str:
+def kubectl_run(lab: Lab, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """kubectl with the admin kubeconfig `up` wrote beside cluster.yml."""
     kubeconfig = Path(lab.cluster_yml).parent / f"kube_config_{Path(lab.cluster_yml).name}"
-    done = subprocess.run(
-        ["kubectl", "--kubeconfig", str(kubeconfig), *args], capture_output=True, text=True, timeout=60
+    return subprocess.run(
+        ["kubectl", "--kubeconfig", str(kubeconfig), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
+
+
+def kubectl(lab: Lab, *args: str, stdin: str | None = None) -> str:
+    done = kubectl_run(lab, *args, stdin=stdin)
     assert done.returncode == 0, done.stderr
     return done.stdout
