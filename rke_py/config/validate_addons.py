@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from rke_py.addons import user
+from rke_py.config import kdm
 from rke_py.config.defaults import PROVIDER_OPTIONS
 from rke_py.config.findings import Findings, Path, did_you_mean, dotted, excerpt
 from rke_py.config.schema import ClusterConfig, Toleration
@@ -80,7 +81,11 @@ def ignored(config: ClusterConfig, findings: Findings) -> None:
 
 
 def images(config: ClusterConfig, findings: Findings) -> None:
-    """Every add-on that is on needs its images: known for the version, or named in system_images."""
+    """Every add-on that is on needs its images: known for the version, or named in system_images
+    (said once the version and the core images are right, so one mistake is one message)."""
+    core = all(getattr(config.system_images, key) for key in kdm.REQUIRED_IMAGES)
+    if kdm.parse_version(config.kubernetes_version) is None or not core:
+        return
     needed = {
         ("network", "plugin"): {
             "canal": ("canal_node", "canal_cni", "canal_flannel", "canal_flexvol"),
@@ -107,7 +112,8 @@ def images(config: ClusterConfig, findings: Findings) -> None:
         if missing:
             findings.error(
                 path,
-                f"rke-py has no add-on images for {config.kubernetes_version}: "
+                f"{dotted(path)}{'' if path in findings.positions else ' (the default)'}: "
+                f"rke-py has no add-on images for {config.kubernetes_version}; "
                 f"system_images must name {', '.join(missing)}",
                 "set them under system_images, or turn the add-on off",
             )
