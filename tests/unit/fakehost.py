@@ -262,17 +262,16 @@ class FakeKube(KubeAPI):
             if listing is None:
                 raise KubeAPIError(f"{method} {path}: HTTP 404: not found", 404)
             return listing
-        if method == "GET" and base not in self.objects and query.startswith("labelSelector="):
+        if method == "GET" and base not in self.objects and "/namespaces/" not in base:  # a list
             label = urllib.parse.unquote(query.removeprefix("labelSelector="))
             plural = base.rsplit("/", 1)[1]
             items = [
                 o
                 for p, o in self.objects.items()
-                if p.rsplit("/", 2)[1] == plural and label in (o["metadata"].get("labels") or {})
+                if p.rsplit("/", 2)[1] == plural
+                and (not label or label in (o["metadata"].get("labels") or {}))
             ]
             return {"items": items}
-        if method == "GET" and base.endswith("/jobs"):
-            return {"items": []}
         if method == "DELETE" and base in self.objects:
             return self.objects.pop(base)
         if method == "PATCH" and content_type == "application/apply-patch+yaml" and "fieldManager=" in query:

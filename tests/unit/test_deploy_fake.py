@@ -263,3 +263,28 @@ def test_a_host_whose_user_is_not_root_reads_files_and_cleans_up_the_root_way_th
     cluster.remove()
     assert host.files == {} and any("rm -rf" in script for script in as_root)
     assert not any("rm -rf" in cmd for cmd in shell)
+
+
+def test_rkes_finished_add_on_jobs_are_cleaned_up_and_running_ones_left(tmp_path):
+    """A cluster RKE built has its add-on Jobs in kube-system; rke-py applies the add-ons itself."""
+    cluster = Cluster(tmp_path)
+    cluster.up()
+    kube = cluster.world.kube
+    jobs = "/apis/batch/v1/namespaces/kube-system/jobs"
+    for name, status in (
+        ("rke-network-plugin-deploy-job", {"succeeded": 1}),
+        ("rke-user-addon-deploy-job", {}),
+    ):
+        kube.objects[f"{jobs}/{name}"] = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": name, "namespace": "kube-system"},
+            "status": status,
+        }
+    planned = [(a.kind, a.target, a.reason) for a in cluster.plan().cluster_actions if a.phase == "addons"]
+    assert planned == [
+        ("delete", "job/kube-system/rke-network-plugin-deploy-job", "RKE's finished add-on Job")
+    ]
+    cluster.up()
+    assert f"{jobs}/rke-network-plugin-deploy-job" not in kube.objects
+    assert f"{jobs}/rke-user-addon-deploy-job" in kube.objects  # not finished: left for its owner
