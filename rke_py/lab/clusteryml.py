@@ -39,7 +39,7 @@ def cluster_document(lab: Lab) -> dict[str, Any]:
         ],
         # The lab brings its own pod network (lab-init writes each node's CNI config), as a user's own CNI
         # would with `plugin: none`. Add-on images cannot be pulled into the lab (no internet), so the
-        # add-ons whose pods would never start are off; tests/lab/test_addons.py switches them on.
+        # add-ons whose pods would never start are off; tests/lab/test_up_addons.py switches them on.
         "network": {"plugin": "none"},
         "dns": {"provider": "none"},
         "ingress": {"provider": "none"},

@@ -20,7 +20,6 @@ import pytest
 from kube_pki import LabCA
 
 from rke_py.config.schema import ClusterConfig
-from rke_py.deploy.objects import object_path
 from rke_py.plan.rbac import rbac_objects
 
 pytestmark = pytest.mark.lab
@@ -432,7 +431,8 @@ def _get(conn: http.client.HTTPConnection, path: str) -> tuple[int, str]:
 
 def _apply(admin: Client, obj: dict) -> None:
     """Server-side apply, as rke-py applies its cluster objects."""
-    path = object_path(obj) + "?fieldManager=rke-py&force=true"
+    plural = {"ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings"}[obj["kind"]]
+    path = f"/apis/{obj['apiVersion']}/{plural}/{obj['metadata']['name']}?fieldManager=rke-py&force=true"
     code, body = admin("PATCH", path, obj, Content_Type="application/apply-patch+yaml")
     assert code in (200, 201), body
 
