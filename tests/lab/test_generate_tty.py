@@ -46,7 +46,7 @@ SCRIPT = [
     ("[+] Override Hostname of host (10.0.0.2) [none]: ", ""),
     ("[+] Internal IP of host (10.0.0.2) [none]: ", ""),
     ("[+] Docker socket path on host (10.0.0.2) [/var/run/docker.sock]: ", "/run/docker.sock"),
-    ("[+] Network Plugin Type (canal, flannel, calico, weave, aci, none) [canal]: ", "flannel"),
+    ("[+] Network Plugin Type (canal, flannel, calico, none) [canal]: ", "flannel"),
     ("[+] Authentication Strategy [x509]: ", ""),
     ("[+] Authorization Mode (rbac, none) [rbac]: ", ""),
     ("[+] Kubernetes version [v1.30.4-rancher1-1]: ", ""),
