@@ -198,6 +198,27 @@ def _upgrade_strategy(config: ClusterConfig, findings: Findings) -> None:
             )
 
 
+DRAIN_FLAGS = ("force", "ignore_daemonsets", "delete_local_data", "delete_empty_dir_data")
+DRAIN_NUMBERS = {"grace_period": (-1, 86400), "timeout": (1, 86400)}
+
+
+def _drain_input(config: ClusterConfig, findings: Findings) -> None:
+    """node_drain_input as kubectl drain takes it: flags are true/false, times whole seconds."""
+    base = ("upgrade_strategy", "node_drain_input")
+    for key, value in (config.upgrade_strategy.node_drain_input or {}).items():
+        if key in DRAIN_FLAGS:
+            if not isinstance(value, bool):
+                findings.error((*base, key), f"node_drain_input.{key} must be true or false", "")
+        elif key in DRAIN_NUMBERS:
+            low, high = DRAIN_NUMBERS[key]
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                findings.error((*base, key), f"node_drain_input.{key} must be {low} to {high} seconds", "")
+        else:
+            known = (*DRAIN_FLAGS, *DRAIN_NUMBERS)
+            hint = f"use {', '.join(known)}" + did_you_mean(str(key), known)
+            findings.error((*base, key), f'unknown key "{key}" in node_drain_input', hint)
+
+
 def _numbers(config: ClusterConfig, findings: Findings) -> None:
     """Counts and sizes that RKE takes as integers but that only make sense in a range."""
     backup = config.services.etcd.backup_config
@@ -266,6 +287,7 @@ CHECKS: tuple[Callable[[ClusterConfig, Findings], None], ...] = (
     _cri_dockerd,
     _registries,
     _upgrade_strategy,
+    _drain_input,
     _numbers,
     validate_addons.providers,
     validate_addons.images,

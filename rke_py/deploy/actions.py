@@ -202,6 +202,47 @@ class DeleteNode(_Change):
         return f"node/{self.name}"
 
 
+@dataclass(frozen=True)
+class Cordon(_Change):
+    kind: ClassVar[str] = "cordon"
+    name: str
+    reason: str = ""
+    phase = "worker"
+
+    @property
+    def target(self) -> str:
+        return f"node/{self.name}"
+
+
+@dataclass(frozen=True)
+class Drain(_Change):
+    """Evict the Node's pods, as `kubectl drain` with `upgrade_strategy.node_drain_input`."""
+
+    kind: ClassVar[str] = "drain"
+    name: str
+    options: dict[str, Any] = field(compare=False)
+    reason: str = ""
+    phase = "worker"
+
+    @property
+    def target(self) -> str:
+        return f"node/{self.name}"
+
+
+@dataclass(frozen=True)
+class Uncordon(_Change):
+    """Once the Node is Ready again."""
+
+    kind: ClassVar[str] = "uncordon"
+    name: str
+    reason: str = ""
+    phase = "worker"
+
+    @property
+    def target(self) -> str:
+        return f"node/{self.name}"
+
+
 HostAction = (
     WriteFile
     | PullImage
@@ -213,5 +254,5 @@ HostAction = (
     | RemoveMember
     | CleanHost
 )
-ClusterAction = ApplyObject | DeleteObject | SyncNode | DeleteNode
+ClusterAction = ApplyObject | DeleteObject | SyncNode | DeleteNode | Cordon | Drain | Uncordon
 Action = HostAction | ClusterAction

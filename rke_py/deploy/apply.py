@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from rke_py.deploy import actions as a
+from rke_py.deploy import drain
 from rke_py.deploy.facts import HostFacts
 from rke_py.deploy.nodesync import node_patch
 from rke_py.deploy.reconcile import add_etcd_member, clean_host, remove_etcd_members
@@ -25,6 +26,7 @@ from rke_py.plan.registries import registry_of
 from rke_py.verify.health import wait_healthy
 
 log = logging.getLogger("rke_py.deploy")
+NODE_READY_TIMEOUT = 120  # seconds a Node has to be Ready again after its kubelet was replaced
 # "Error: ..." (cobra), klog's E/F lines, logrus' level=error/fatal
 ERROR_LINE = re.compile(r"^(Error:|[EF]\d{4} |.*\blevel=(error|fatal)\b)")
 
@@ -58,7 +60,7 @@ class Applier:
         member the change goes through. `wait=False` starts a new container without waiting for its health
         check: the members of a new etcd cluster can only become healthy together.
         """
-        if isinstance(action, a.ApplyObject | a.DeleteObject | a.SyncNode | a.DeleteNode):
+        if isinstance(action, a.ClusterAction):
             self._cluster(action)
             return
         assert target is not None, f"{action.describe()} needs a host"
@@ -111,6 +113,13 @@ class Applier:
                     api.merge_patch(path, node_patch(node, api.get(path)))
                 case a.DeleteNode(name=name):
                     api.request("DELETE", f"/api/v1/nodes/{name}")
+                case a.Cordon(name=name):
+                    drain.cordon(api, name, True)
+                case a.Drain(name=name, options=options):
+                    drain.drain(api, name, options)
+                case a.Uncordon(name=name):
+                    drain.wait_ready(api, name, NODE_READY_TIMEOUT)
+                    drain.cordon(api, name, False)
         except KubeAPIError as exc:
             if isinstance(action, a.DeleteNode) and exc.status == 404:
                 return  # already gone

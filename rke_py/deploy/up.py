@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from rke_py.config.schema import ClusterConfig, Node
 from rke_py.deploy import actions as a
+from rke_py.deploy import rolling
 from rke_py.deploy.apply import Applier, Target
 from rke_py.deploy.desired import Desired
 from rke_py.deploy.nodesync import node_actions
@@ -41,6 +42,7 @@ class Run:
     applier: Applier
     host_actions: dict[str, list[a.HostAction]] = field(default_factory=dict)
     cluster_actions: list[a.ClusterAction] = field(default_factory=list)
+    batches: dict[str, list[rolling.Batch]] = field(default_factory=dict)  # per plane, in order
     report: Report | None = None
 
     @property
@@ -72,9 +74,16 @@ class Connect(Phase):
         self.r = run
 
     def run(self) -> None:
-        self.r.session.connect()
-        self.r.host_actions = self.r.session.host_actions()
-        self.r.cluster_actions = self.r.session.cluster_actions()
+        r = self.r
+        r.session.connect()
+        r.host_actions = r.session.host_actions()
+        r.cluster_actions = r.session.cluster_actions()
+        registered = r.session.registered_nodes() if r.session.apiserver_running() else None
+        for plane in PLANES[1:]:
+            nodes = [n for n in r.config.nodes if r.desired.plan.node(n.address).in_plane(plane)]
+            r.batches[plane] = rolling.schedule(r.config, plane, nodes, r.host_actions, registered)
+            rolling.labelled(r.batches[plane], r.host_actions, plane)
+            r.cluster_actions += [x for b in r.batches[plane] for x in (*b.before, *b.after)]
         if not any(self.r.host_actions.values()) and not self.r.cluster_actions:
             log.info("nothing to change: every host already matches cluster.yml")
 
@@ -197,14 +206,34 @@ class Plane(Phase):
         self.title = self.TITLES[key]
 
     def planned(self) -> Sequence[a.Action]:
-        return self.r.in_phase(self.key)
+        return [
+            x
+            for batch in self.r.batches.get(self.key, [])
+            for x in (*batch.before, *self.r.in_phase(self.key, batch.nodes), *batch.after)
+        ]
 
     def nodes(self) -> list[Node]:
         return [n for n in self.r.config.nodes if self.r.desired.plan.node(n.address).in_plane(self.key)]
 
     def run(self) -> None:
+        """Batch by batch (`rolling.schedule`): a batch's hosts in parallel, each batch healthy (and its
+        Nodes Ready and uncordoned) before the next starts."""
         self.prepared.ready(self.nodes())
-        self.r.per_host(self.r.session.targets, self.nodes(), [self.key])
+        batches = self.r.batches.get(self.key, [])
+        for index, batch in enumerate(batches, 1):
+            if batch.rolling:
+                log.info(
+                    "%s batch %d of %d: %s",
+                    self.title,
+                    index,
+                    len(batches),
+                    ", ".join(n.address for n in batch.nodes),
+                )
+            for action in batch.before:
+                self.r.applier.execute(action)
+            self.r.per_host(self.r.session.targets, batch.nodes, [self.key])
+            for action in batch.after:
+                self.r.applier.execute(action)
 
 
 class Kubeconfig(Phase):

@@ -46,6 +46,9 @@ class World:
     hosts: dict[str, FakeHost] = field(default_factory=dict)
     kube: FakeKube = field(default_factory=lambda: FakeKube())
 
+    def __post_init__(self) -> None:
+        self.kube.events = self.events
+
     def etcd_quorum(self) -> bool:
         running = sum(
             1
@@ -216,6 +219,7 @@ class FakeKube(KubeAPI):
         self.calls: list[str] = []
         self.waiting: list[Node] = []
         self.refused: list[str] = []  # nodes that tried to register before they were allowed to
+        self.events: list[str] = []  # the World's event log once it owns this API
 
     def nodes_allowed(self) -> bool:
         binding = self.objects.get("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/system:node")
@@ -228,7 +232,10 @@ class FakeKube(KubeAPI):
             self.waiting.append(node)
             self.refused.append(node.name)
             return
-        self.nodes.setdefault(node.name, {"metadata": {"name": node.name, "labels": {}}, "spec": {}})
+        ready = {"conditions": [{"type": "Ready", "status": "True"}]}
+        self.nodes.setdefault(
+            node.name, {"metadata": {"name": node.name, "labels": {}}, "spec": {}, "status": ready}
+        )
 
     def request(
         self, method: str, path: str, body: Any = None, content_type: str = "application/json"
@@ -244,14 +251,18 @@ class FakeKube(KubeAPI):
         node = self.nodes[name]
         if method == "DELETE":
             del self.nodes[name]
-        elif method == "PATCH":
-            labels = node["metadata"]["labels"]
-            for key, value in body["metadata"]["labels"].items():
-                if value is None:
-                    labels.pop(key, None)
-                else:
-                    labels[key] = value
-            node["spec"]["taints"] = body["spec"]["taints"]
+        elif method == "PATCH":  # a merge patch of labels and spec fields
+            for part, held in (
+                ((body.get("metadata") or {}).get("labels") or {}, node["metadata"]["labels"]),
+                (body.get("spec") or {}, node["spec"]),
+            ):
+                for key, value in part.items():
+                    if value is None:
+                        held.pop(key, None)
+                    else:
+                        held[key] = value
+            if "unschedulable" in (body.get("spec") or {}):
+                self.events.append(f"kube {'cordon' if body['spec']['unschedulable'] else 'uncordon'} {name}")
         return node
 
     def _object(self, method: str, path: str, body: Any, content_type: str) -> Any:

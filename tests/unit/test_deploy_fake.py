@@ -288,3 +288,50 @@ def test_rkes_finished_add_on_jobs_are_cleaned_up_and_running_ones_left(tmp_path
     cluster.up()
     assert f"{jobs}/rke-network-plugin-deploy-job" not in kube.objects
     assert f"{jobs}/rke-user-addon-deploy-job" in kube.objects  # not finished: left for its owner
+
+
+def _order(events: list[str], wanted: tuple[str, ...]) -> list[str]:
+    return [e for e in events if e.endswith(wanted) or e.startswith("kube ")]
+
+
+def test_a_control_plane_change_replaces_one_host_at_a_time_and_plan_shows_the_batches(tmp_path):
+    cluster = Cluster(tmp_path)
+    cluster.up()
+    cluster.write(THREE_NODES + "    services: {kube-api: {extra_args: {v: '3'}}}\n")
+    planned = cluster.plan()
+    reasons = {a: [x.reason for x in acts if x.kind == "replace"] for a, acts in planned.host_actions.items()}
+    assert reasons == {f"10.0.0.{i}": [f"spec changed; batch {i} of 3"] for i in (1, 2, 3)}
+    cluster.world.events.clear()
+    cluster.up()
+    apiserver = [
+        e for e in cluster.world.events if e.endswith(("stop kube-apiserver", "start kube-apiserver"))
+    ]
+    assert apiserver == [f"10.0.0.{i} {what} kube-apiserver" for i in (1, 2, 3) for what in ("stop", "start")]
+
+
+def test_workers_are_cordoned_drained_changed_and_uncordoned_in_batches(tmp_path):
+    five = THREE_NODES.replace("[etcd, controlplane, worker]", "[etcd, controlplane]") + (
+        "      - {address: 10.0.0.4, user: root, role: [worker]}\n"
+        "      - {address: 10.0.0.5, user: root, role: [worker]}\n"
+    )
+    cluster = Cluster(tmp_path, five)
+    cluster.up()
+    strategy = "    upgrade_strategy: {max_unavailable_worker: '50%', drain: true}\n"
+    cluster.write(five + strategy + "    services: {kubeproxy: {extra_args: {v: '3'}}}\n")
+    planned = [(a.kind, a.target) for a in cluster.plan().cluster_actions if a.phase == "worker"]
+    workers = [("cordon", "node/10.0.0.4"), ("drain", "node/10.0.0.4"), ("uncordon", "node/10.0.0.4")]
+    assert planned[-6:] == workers + [(k, t.replace(".4", ".5")) for k, t in workers]
+    cluster.world.events.clear()
+    cluster.up()
+    order = _order(cluster.world.events, ("stop kube-proxy", "start kube-proxy"))
+    assert order[-8:] == [
+        "kube cordon 10.0.0.4",
+        "10.0.0.4 stop kube-proxy",
+        "10.0.0.4 start kube-proxy",
+        "kube uncordon 10.0.0.4",
+        "kube cordon 10.0.0.5",
+        "10.0.0.5 stop kube-proxy",
+        "10.0.0.5 start kube-proxy",
+        "kube uncordon 10.0.0.5",
+    ]
+    assert not any(n["spec"].get("unschedulable") for n in cluster.world.kube.nodes.values())

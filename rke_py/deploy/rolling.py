@@ -1,0 +1,112 @@
+"""Rolling changes, RKE's way (`upgrade_strategy`): which hosts of a plane change together, and what is
+done to their Nodes around it.
+
+Hosts whose plane only gets new containers (a new cluster, a new host) start together. Hosts where running
+containers are replaced go in batches: `max_unavailable_controlplane` controlplane hosts at a time,
+`max_unavailable_worker` other hosts at a time, each batch healthy before the next. In the worker plane a
+registered Node is cordoned (and drained with `drain: true`) before its kubelet is touched, and uncordoned
+once it is Ready again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rke_py.config.schema import ClusterConfig, Node
+from rke_py.deploy import actions as a
+
+MAX_BATCH = 50  # RKE caps max_unavailable at 50
+COUNT = re.compile(r"([0-9]+)(%?)\Z")
+
+
+def max_unavailable(value: str, hosts: int) -> int:
+    """A count, or a percentage of `hosts` rounded down; at least 1 and at most 50 (RKE's rules)."""
+    match = COUNT.match(value.strip())
+    if not match:
+        return 1
+    number = int(match[1])
+    if match[2]:
+        number = hosts * number // 100
+    return max(1, min(MAX_BATCH, number))
+
+
+@dataclass
+class Batch:
+    nodes: list[Node]
+    rolling: bool  # running containers are replaced: health-gated, and Nodes cordoned in the worker plane
+    before: list[a.ClusterAction] = field(default_factory=list)  # cordon, drain
+    after: list[a.ClusterAction] = field(default_factory=list)  # uncordon
+
+
+def drain_options(config: ClusterConfig) -> dict[str, Any]:
+    """`node_drain_input` with RKE's defaults for what it leaves out."""
+    given = config.upgrade_strategy.node_drain_input or {}
+    return {
+        "force": bool(given.get("force", False)),
+        "ignore_daemonsets": bool(given.get("ignore_daemonsets", True)),
+        "delete_empty_dir_data": bool(
+            given.get("delete_empty_dir_data", given.get("delete_local_data", False))
+        ),
+        "grace_period": int(given.get("grace_period", -1)),
+        "timeout": int(given.get("timeout", 120)),
+    }
+
+
+def schedule(
+    config: ClusterConfig,
+    plane: str,
+    nodes: Sequence[Node],
+    host_actions: dict[str, list[a.HostAction]],
+    registered: dict[str, dict[str, Any]] | None,
+) -> list[Batch]:
+    """The batches of `plane`, in order: new containers only first (together), then the rolling batches,
+    controlplane hosts before the others."""
+    changing = [n for n in nodes if any(x.phase == plane for x in host_actions.get(n.address, []))]
+    fresh = [
+        n
+        for n in changing
+        if all(isinstance(x, a.CreateContainer) for x in host_actions[n.address] if x.phase == plane)
+    ]
+    rolling = [n for n in changing if n not in fresh]
+    strategy = config.upgrade_strategy
+    control = [n for n in rolling if n.has("controlplane")]
+    others = [n for n in rolling if not n.has("controlplane")]
+    size_cp = max_unavailable(strategy.max_unavailable_controlplane, len(config.hosts("controlplane")))
+    size_w = max_unavailable(strategy.max_unavailable_worker, len(config.hosts("worker")))
+    batches = [Batch(fresh, rolling=False)] if fresh else []
+    for group, size in ((control, size_cp), (others, size_w)):
+        batches += [Batch(group[i : i + size], rolling=True) for i in range(0, len(group), size)]
+    if plane == "worker":
+        for batch in batches:
+            if batch.rolling:
+                _around(config, batch, registered or {})
+    return batches
+
+
+def _around(config: ClusterConfig, batch: Batch, registered: dict[str, dict[str, Any]]) -> None:
+    """Cordon (and drain) the batch's registered, schedulable Nodes before; uncordon them after."""
+    for node in batch.nodes:
+        current = registered.get(node.name)
+        if current is None or (current.get("spec") or {}).get("unschedulable"):
+            continue  # not registered, or cordoned by someone else: left as it is
+        batch.before.append(a.Cordon(node.name, "before its kubelet is replaced"))
+        if config.upgrade_strategy.drain:
+            batch.before.append(a.Drain(node.name, drain_options(config), "upgrade_strategy.drain"))
+        batch.after.append(a.Uncordon(node.name, "Ready again"))
+
+
+def labelled(batches: list[Batch], host_actions: dict[str, list[a.HostAction]], plane: str) -> None:
+    """Say in each host action's reason which batch it belongs to, so `plan` shows the order."""
+    rolling = [b for b in batches if b.rolling]
+    for index, batch in enumerate(rolling, 1):
+        for node in batch.nodes:
+            host_actions[node.address] = [
+                dataclasses.replace(x, reason=f"{x.reason}; batch {index} of {len(rolling)}")
+                if x.phase == plane
+                else x
+                for x in host_actions[node.address]
+            ]
