@@ -25,11 +25,13 @@ from rke_py.deploy.saving import save_state, write_kubeconfig
 from rke_py.deploy.session import Connector, Options, Session, combined
 from rke_py.errors import ApplyError, HostError, PreflightError
 from rke_py.plan.components import PLANES
+from rke_py.plan.nginx_proxy import FAIL_TIMEOUT
 from rke_py.plan.registries import registry_auth
 from rke_py.verify.checks import Report
 
 log = logging.getLogger("rke_py.deploy")
 HOST_PREPARATION = ("cleanup", "files", "images")  # what a host does before any plane, on its own
+PROXY_RECOVERY = FAIL_TIMEOUT + 1  # seconds between control plane batches that replaced an apiserver
 
 
 @dataclass
@@ -234,6 +236,11 @@ class Plane(Phase):
             self.r.per_host(self.r.session.targets, batch.nodes, [self.key])
             for action in batch.after:
                 self.r.applier.execute(action)
+            if batch.rolling and index < len(batches) and self._apiserver_replaced(batch):
+                time.sleep(PROXY_RECOVERY)  # the proxies take the replaced apiservers back first
+
+    def _apiserver_replaced(self, batch: rolling.Batch) -> bool:
+        return any(x.target == "kube-apiserver" for x in self.r.in_phase(self.key, batch.nodes))
 
 
 class Kubeconfig(Phase):

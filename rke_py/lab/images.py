@@ -92,6 +92,7 @@ def host_rootfs() -> tuple[Rootfs, list[str]]:
         "/usr/sbin/runc",
         "/usr/bin/docker",
         "/usr/bin/docker-init",
+        "/usr/bin/curl",  # what a host has to ask its nginx-proxy (the tests' availability probe)
     ):
         r.binary(binary)
     r.busybox()

@@ -22,8 +22,14 @@ def apiservers(config: ClusterConfig) -> list[str]:
     return [n.internal_address for n in config.hosts("controlplane")]
 
 
+# Seconds a proxy keeps an apiserver it could not reach out of rotation. Short, because a rolling change
+# brings each apiserver back within seconds; the control plane waits this long between hosts, so no proxy
+# has every apiserver out of rotation at once.
+FAIL_TIMEOUT = 2
+
+
 def render(config: ClusterConfig) -> str:
-    return template("nginx.conf.j2").render(apiservers=apiservers(config))
+    return template("nginx.conf.j2").render(apiservers=apiservers(config), fail_timeout=FAIL_TIMEOUT)
 
 
 def conf_path(config: ClusterConfig) -> str:

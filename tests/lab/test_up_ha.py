@@ -22,6 +22,8 @@ from tests.lab.e2e import (
     kubectl,
     own_lab,
     rke_py,
+    start_probe,
+    stop_probe,
     up,
 )
 
@@ -126,6 +128,32 @@ def test_an_extra_args_change_replaces_only_that_component(lab):
     for i in range(5):
         for name, cid in before[i].items():
             assert (after[i][name] == cid) == (name != "kube-scheduler"), (i, name)
+
+
+def test_an_apiserver_flag_change_rolls_one_host_at_a_time_and_no_request_through_a_proxy_fails(lab):
+    for i in WORKERS:
+        start_probe(lab, i)
+    time.sleep(1)
+    edit_cluster_yml(
+        lab, lambda d: d["services"].setdefault("kube-api", {}).update({"extra_args": {"v": "2"}})
+    )
+    planned = rke_py("plan", *cluster_args(lab, "--output", "json")).json()
+    run = up(lab)
+    probes = [stop_probe(lab, i) for i in WORKERS]
+    assert run.code == 0, run.stderr
+    batches = [
+        (h["address"], a["reason"])
+        for h in planned["hosts"]
+        for a in h["actions"]
+        if a["target"] == "kube-apiserver"
+    ]
+    assert batches == [(lab.hosts[i].address, f"spec changed; batch {i + 1} of 3") for i in CP]
+    started = [
+        host_exec(lab, i, "docker inspect -f '{{.State.StartedAt}}' kube-apiserver").strip() for i in CP
+    ]
+    assert started == sorted(started)  # one host after the other, in file order
+    for answered, failed in probes:
+        assert answered > 20 and not failed, probes
 
 
 def test_a_node_leaving_the_controlplane_updates_every_proxy_and_nothing_else(lab):

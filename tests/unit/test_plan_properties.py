@@ -145,7 +145,7 @@ nodes:
 """
     config = load_text(text).config
     node = build_plan(config, build_bundle(config)).node("10.0.0.2")
-    assert "server [fd00::1]:6443 max_fails=1 fail_timeout=10s;" in file_content(node, "nginx.conf")
+    assert "server [fd00::1]:6443 max_fails=1 fail_timeout=2s;" in file_content(node, "nginx.conf")
 
 
 def test_removing_a_controlplane_node_replaces_only_the_proxies() -> None:
