@@ -68,6 +68,23 @@ class RemoveContainer(_Change):
 
 
 @dataclass(frozen=True)
+class RestoreContainer(_Change):
+    """A container parked by a replace that was interrupted, put back under its name because its
+    replacement is missing or stopped (the plane then replaces it properly, health-gated)."""
+
+    kind: ClassVar[str] = "restore"
+    name: str
+    id: str  # the parked container
+    broken_id: str = ""  # the stopped replacement, removed first
+    reason: str = ""
+    phase = "cleanup"
+
+    @property
+    def target(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
 class _ContainerChange(_Change):
     spec: ContainerSpec
     phase: str  # the container's plane
@@ -247,6 +264,7 @@ HostAction = (
     WriteFile
     | PullImage
     | RemoveContainer
+    | RestoreContainer
     | CreateContainer
     | ReplaceContainer
     | StartContainer

@@ -82,6 +82,11 @@ class Applier:
                 self._pull(target, image)
             case a.RemoveContainer(id=cid):
                 docker.remove(cid)
+            case a.RestoreContainer(name=name, id=cid, broken_id=broken):
+                if broken:
+                    docker.remove(broken)
+                docker.rename(cid, name)
+                docker.start(cid)
             case a.StartContainer(spec=spec, id=cid):
                 docker.start(cid)
                 if wait:

@@ -5,17 +5,20 @@ Pure, so `rke-py plan` can print exactly what `up` will do and tests can check i
 
 from __future__ import annotations
 
+import dataclasses
+
 from rke_py.deploy.actions import (
     CreateContainer,
     HostAction,
     PullImage,
     RemoveContainer,
     ReplaceContainer,
+    RestoreContainer,
     StartContainer,
     WriteFile,
 )
 from rke_py.deploy.facts import HostFacts
-from rke_py.plan.components import REGISTRY, Component, leftover_reason
+from rke_py.plan.components import REGISTRY, Component, leftover_reason, parked
 from rke_py.plan.model import ContainerSpec, FileSpec, NodePlan
 
 
@@ -30,10 +33,19 @@ def diff_host(
         if name not in planned:
             seen = facts.containers[name]
             actions.append(RemoveContainer(name, seen.id, "not planned for this node's roles"))
+    containers = dict(facts.containers)  # as they will be once interrupted replaces are undone
     for name in sorted(facts.others):
-        reason = leftover_reason(name, registry)
-        if reason:
+        base = parked(name, registry)
+        current = containers.get(base)
+        if base in planned and (current is None or not current.running):
+            why = "an interrupted replace left it parked and its replacement " + (
+                "missing" if current is None else "stopped"
+            )
+            actions.append(RestoreContainer(base, facts.others[name].id, current.id if current else "", why))
+            containers[base] = dataclasses.replace(facts.others[name], name=base, running=True)
+        elif reason := leftover_reason(name, registry):
             actions.append(RemoveContainer(name, facts.others[name].id, reason))
+    facts = dataclasses.replace(facts, containers=containers)
     actions += [a for f in plan.files if (a := _file_action(f, facts))]
     changes = [c for p in plan.placed if (c := _container_action(p.spec, p.plane, facts))]
     wanted = dict.fromkeys([*(c.spec.image for c in changes), *plan.images])

@@ -173,10 +173,16 @@ def port_owners(registry: tuple[Component, ...] = REGISTRY) -> dict[int, tuple[s
     return owners
 
 
+def parked(name: str, registry: tuple[Component, ...] = REGISTRY) -> str:
+    """The component a backup container (`old-<name>`) was parked for, or ""."""
+    base = name[len(BACKUP_PREFIX) :] if name.startswith(BACKUP_PREFIX) else ""
+    return base if base in by_name(registry) else ""
+
+
 def leftover_reason(name: str, registry: tuple[Component, ...] = REGISTRY) -> str | None:
     """Why `up` removes a labelled container that is not a component, or None when `up` leaves it
     (RKE's recurring snapshots: only `remove` takes them away)."""
-    if name.startswith(BACKUP_PREFIX) and name[len(BACKUP_PREFIX) :] in by_name(registry):
+    if parked(name, registry):
         return "left by an interrupted replace"
     if name in RKE_HELPERS:
         return "RKE's one-shot helper, left over from an RKE run"
@@ -188,5 +194,4 @@ def leftover_reason(name: str, registry: tuple[Component, ...] = REGISTRY) -> st
 def is_known(name: str, managed: bool, registry: tuple[Component, ...] = REGISTRY) -> bool:
     """Whether observe should report a labelled container that is not a component: rke-py's own, parked
     backups, and RKE's containers listed here. Other containers with RKE's label are not ours to touch."""
-    backup = name.startswith(BACKUP_PREFIX) and name[len(BACKUP_PREFIX) :] in by_name(registry)
-    return managed or backup or name in RKE_HELPERS or name in RKE_KEPT
+    return managed or bool(parked(name, registry)) or name in RKE_HELPERS or name in RKE_KEPT

@@ -335,3 +335,40 @@ def test_workers_are_cordoned_drained_changed_and_uncordoned_in_batches(tmp_path
         "kube uncordon 10.0.0.5",
     ]
     assert not any(n["spec"].get("unschedulable") for n in cluster.world.kube.nodes.values())
+
+
+def test_a_container_parked_by_a_killed_replace_is_put_back_then_replaced(tmp_path):
+    """`up` killed after parking the old kube-apiserver and before starting the new one."""
+    cluster = Cluster(tmp_path)
+    cluster.up()
+    cluster.write(THREE_NODES + "    services: {kube-api: {extra_args: {v: '3'}}}\n")
+    docker = cluster.host("10.0.0.1").docker
+    old = next(c for c in docker.by_id.values() if c.name == "kube-apiserver")
+    docker.stop(old.id)
+    docker.rename(old.id, "old-kube-apiserver")
+    planned = cluster.plan().host_actions["10.0.0.1"]
+    assert [(a.kind, a.target) for a in planned if "kube-apiserver" in a.target] == [
+        ("restore", "kube-apiserver"),
+        ("replace", "kube-apiserver"),
+    ]
+    cluster.world.events.clear()
+    cluster.up()
+    first = [e for e in cluster.world.events if e.startswith("10.0.0.1")][:2]
+    assert first == ["10.0.0.1 rename old-kube-apiserver kube-apiserver", "10.0.0.1 start kube-apiserver"]
+    names = [c.name for c in docker.by_id.values()]
+    assert names.count("kube-apiserver") == 1 and "old-kube-apiserver" not in names
+    assert cluster.plan().host_actions["10.0.0.1"] == []
+
+
+def test_a_parked_container_whose_replacement_runs_is_removed(tmp_path):
+    cluster = Cluster(tmp_path)
+    cluster.up()
+    docker = cluster.host("10.0.0.2").docker
+    spec = next(c.spec for c in docker.by_id.values() if c.name == "kube-scheduler")
+    parked = docker.create(dataclasses.replace(spec, name="old-kube-scheduler"))
+    planned = cluster.plan().host_actions["10.0.0.2"]
+    assert [(a.kind, a.target, a.reason) for a in planned] == [
+        ("remove", "old-kube-scheduler", "left by an interrupted replace")
+    ]
+    cluster.up()
+    assert parked not in docker.by_id
