@@ -190,12 +190,11 @@ def test_leftovers_go_and_rke_snapshots_stay_until_remove(tmp_path):
         docker.images.add("rke-tools")
         docker.create(ContainerSpec(name, "rke-tools"))
         docker._find(name).labels = {k: name for k in rke_label}
-    docker.rename("kube-proxy", "old-kube-proxy")
+    docker.rename("kube-proxy", "old-kube-proxy")  # parked, and nothing replaced it: put back as it is
     result = cluster.up()
     assert [(a.kind, a.target) for a in result.host_actions["10.0.0.3"]] == [
         ("remove", "cert-deployer"),
-        ("remove", "old-kube-proxy"),
-        ("create", "kube-proxy"),
+        ("restore", "kube-proxy"),
     ]
     assert {"etcd-rolling-snapshots", "someone-elses", "kube-proxy"} <= set(docker.names())
     removed = cluster.remove()
