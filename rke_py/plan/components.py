@@ -97,7 +97,8 @@ REGISTRY: tuple[Component, ...] = (
         _role("controlplane"),
         lambda p: kube_apiserver.container(p.config, p.node),
         ports=(6443,),
-        health=_check("https://localhost:6443/healthz", "kube-apiserver"),
+        # ready, not only alive: its authorizers have synced, so the next host may go (rolling changes)
+        health=_check("https://localhost:6443/readyz", "kube-apiserver"),
     ),
     Component(
         kube_controller_manager.NAME,
