@@ -85,6 +85,21 @@ class RestoreContainer(_Change):
 
 
 @dataclass(frozen=True)
+class RotateProxy(_Change):
+    """A node's nginx-proxy takes apiservers out of rotation before a rolling change replaces them, and
+    back after: nginx.conf written, nginx reloaded."""
+
+    kind: ClassVar[str] = "rotate-proxy"
+    conf: FileSpec = field(compare=False)
+    reason: str = ""
+    phase = "control"
+
+    @property
+    def target(self) -> str:
+        return "nginx-proxy"
+
+
+@dataclass(frozen=True)
 class _ContainerChange(_Change):
     spec: ContainerSpec
     phase: str  # the container's plane
@@ -265,6 +280,7 @@ HostAction = (
     | PullImage
     | RemoveContainer
     | RestoreContainer
+    | RotateProxy
     | CreateContainer
     | ReplaceContainer
     | StartContainer

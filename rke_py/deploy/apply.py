@@ -20,6 +20,7 @@ from rke_py.errors import ApplyError
 from rke_py.hosts.base import Docker, DockerError, HostConnection
 from rke_py.kube.api import KubeAPI, KubeAPIError
 from rke_py.pki.certs import CertKeyPair
+from rke_py.plan import nginx_proxy
 from rke_py.plan.components import BACKUP_PREFIX, REGISTRY, Component
 from rke_py.plan.model import ContainerSpec
 from rke_py.plan.registries import registry_of
@@ -82,6 +83,11 @@ class Applier:
                 self._pull(target, image)
             case a.RemoveContainer(id=cid):
                 docker.remove(cid)
+            case a.RotateProxy(conf=conf):
+                target.host.write_file(conf.path, conf.content, conf.mode)
+                code, output = docker.exec(nginx_proxy.NAME, nginx_proxy.reload_command())
+                if code != 0:
+                    raise DockerError(f"nginx reload failed: {output.strip()}")
             case a.RestoreContainer(name=name, id=cid, broken_id=broken):
                 if broken:
                     docker.remove(broken)

@@ -18,6 +18,8 @@ from typing import Any
 
 from rke_py.config.schema import ClusterConfig, Node
 from rke_py.deploy import actions as a
+from rke_py.plan import nginx_proxy
+from rke_py.plan.model import FileSpec
 
 MAX_BATCH = 50  # RKE caps max_unavailable at 50
 COUNT = re.compile(r"([0-9]+)(%?)\Z")
@@ -40,6 +42,9 @@ class Batch:
     rolling: bool  # running containers are replaced: health-gated, and Nodes cordoned in the worker plane
     before: list[a.ClusterAction] = field(default_factory=list)  # cordon, drain
     after: list[a.ClusterAction] = field(default_factory=list)  # uncordon
+    # proxies taking the batch's apiservers out of rotation (before) and back (after): node address, action
+    proxies_out: list[tuple[str, a.RotateProxy]] = field(default_factory=list)
+    proxies_back: list[tuple[str, a.RotateProxy]] = field(default_factory=list)
 
 
 def drain_options(config: ClusterConfig) -> dict[str, Any]:
@@ -62,9 +67,10 @@ def schedule(
     nodes: Sequence[Node],
     host_actions: dict[str, list[a.HostAction]],
     registered: dict[str, dict[str, Any]] | None,
+    proxies: Sequence[Node] = (),
 ) -> list[Batch]:
     """The batches of `plane`, in order: new containers only first (together), then the rolling batches,
-    controlplane hosts before the others."""
+    controlplane hosts before the others. `proxies`: nodes whose running nginx-proxy is kept."""
     changing = [n for n in nodes if any(x.phase == plane for x in host_actions.get(n.address, []))]
     fresh = [
         n
@@ -80,11 +86,34 @@ def schedule(
     batches = [Batch(fresh, rolling=False)] if fresh else []
     for group, size in ((control, size_cp), (others, size_w)):
         batches += [Batch(group[i : i + size], rolling=True) for i in range(0, len(group), size)]
-    if plane == "worker":
-        for batch in batches:
-            if batch.rolling:
-                _around(config, batch, registered or {})
+    for batch in batches:
+        if batch.rolling and plane == "worker":
+            _around(config, batch, registered or {})
+        if batch.rolling and plane == "control":
+            _rotate(config, batch, host_actions, proxies)
     return batches
+
+
+def _rotate(
+    config: ClusterConfig, batch: Batch, host_actions: dict[str, list[a.HostAction]], proxies: Sequence[Node]
+) -> None:
+    """A proxy connects before it knows whether an apiserver is ready (a new one answers 403 until its
+    authorizers synced), so the proxies stop using the batch's apiservers while they are replaced."""
+    replaced = tuple(
+        n.internal_address
+        for n in batch.nodes
+        if any(
+            isinstance(x, a.ReplaceContainer) and x.target == "kube-apiserver"
+            for x in host_actions[n.address]
+        )
+    )
+    if not replaced:
+        return
+    out = FileSpec(nginx_proxy.conf_path(config), nginx_proxy.render(config, replaced).encode(), 0o644)
+    back = FileSpec(out.path, nginx_proxy.render(config).encode(), 0o644)
+    for node in proxies:
+        batch.proxies_out.append((node.address, a.RotateProxy(out, f"{', '.join(replaced)} out of rotation")))
+        batch.proxies_back.append((node.address, a.RotateProxy(back, f"{', '.join(replaced)} back")))
 
 
 def _around(config: ClusterConfig, batch: Batch, registered: dict[str, dict[str, Any]]) -> None:

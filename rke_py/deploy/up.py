@@ -24,14 +24,13 @@ from rke_py.deploy.preflight import preflight
 from rke_py.deploy.saving import save_state, write_kubeconfig
 from rke_py.deploy.session import Connector, Options, Session, combined
 from rke_py.errors import ApplyError, HostError, PreflightError
+from rke_py.plan import nginx_proxy
 from rke_py.plan.components import PLANES
-from rke_py.plan.nginx_proxy import FAIL_TIMEOUT
 from rke_py.plan.registries import registry_auth
 from rke_py.verify.checks import Report
 
 log = logging.getLogger("rke_py.deploy")
 HOST_PREPARATION = ("cleanup", "files", "images")  # what a host does before any plane, on its own
-PROXY_RECOVERY = FAIL_TIMEOUT + 1  # seconds between control plane batches that replaced an apiserver
 
 
 @dataclass
@@ -81,11 +80,21 @@ class Connect(Phase):
         r.host_actions = r.session.host_actions()
         r.cluster_actions = r.session.cluster_actions()
         registered = r.session.registered_nodes() if r.session.apiserver_running() else None
+        proxies = [  # running proxies this run keeps: they can take apiservers out of rotation
+            n
+            for n in r.config.nodes
+            if (seen := r.session.targets[n.address].facts.containers.get(nginx_proxy.NAME)) is not None
+            and seen.running
+            and r.desired.plan.node(n.address).container(nginx_proxy.NAME) is not None
+        ]
         for plane in PLANES[1:]:
             nodes = [n for n in r.config.nodes if r.desired.plan.node(n.address).in_plane(plane)]
-            r.batches[plane] = rolling.schedule(r.config, plane, nodes, r.host_actions, registered)
+            r.batches[plane] = rolling.schedule(r.config, plane, nodes, r.host_actions, registered, proxies)
             rolling.labelled(r.batches[plane], r.host_actions, plane)
-            r.cluster_actions += [x for b in r.batches[plane] for x in (*b.before, *b.after)]
+            for batch in r.batches[plane]:
+                r.cluster_actions += [*batch.before, *batch.after]
+                for address, action in (*batch.proxies_out, *batch.proxies_back):
+                    r.host_actions[address].append(action)
         if not any(self.r.host_actions.values()) and not self.r.cluster_actions:
             log.info("nothing to change: every host already matches cluster.yml")
 
@@ -210,8 +219,14 @@ class Plane(Phase):
     def planned(self) -> Sequence[a.Action]:
         return [
             x
-            for batch in self.r.batches.get(self.key, [])
-            for x in (*batch.before, *self.r.in_phase(self.key, batch.nodes), *batch.after)
+            for b in self.r.batches.get(self.key, [])
+            for x in (
+                *b.before,
+                *(x for _, x in b.proxies_out),
+                *self.r.in_phase(self.key, b.nodes),
+                *(x for _, x in b.proxies_back),
+                *b.after,
+            )
         ]
 
     def nodes(self) -> list[Node]:
@@ -233,14 +248,19 @@ class Plane(Phase):
                 )
             for action in batch.before:
                 self.r.applier.execute(action)
+            self._proxies(batch.proxies_out)
             self.r.per_host(self.r.session.targets, batch.nodes, [self.key])
+            self._proxies(batch.proxies_back)
             for action in batch.after:
                 self.r.applier.execute(action)
-            if batch.rolling and index < len(batches) and self._apiserver_replaced(batch):
-                time.sleep(PROXY_RECOVERY)  # the proxies take the replaced apiservers back first
 
-    def _apiserver_replaced(self, batch: rolling.Batch) -> bool:
-        return any(x.target == "kube-apiserver" for x in self.r.in_phase(self.key, batch.nodes))
+    def _proxies(self, rotations: list[tuple[str, a.RotateProxy]]) -> None:
+        targets = self.r.session.targets
+        _, errors = for_each(
+            rotations, lambda x: self.r.applier.execute(x[1], targets[x[0]]), self.r.options.concurrency
+        )
+        if errors:
+            raise combined(errors, type(errors[0]))
 
 
 class Kubeconfig(Phase):

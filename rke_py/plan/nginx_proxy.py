@@ -22,14 +22,21 @@ def apiservers(config: ClusterConfig) -> list[str]:
     return [n.internal_address for n in config.hosts("controlplane")]
 
 
-# Seconds a proxy keeps an apiserver it could not reach out of rotation. Short, because a rolling change
-# brings each apiserver back within seconds; the control plane waits this long between hosts, so no proxy
-# has every apiserver out of rotation at once.
+# Seconds a proxy keeps an apiserver it could not reach out of rotation: short, as an apiserver that was
+# restarted is back within seconds.
 FAIL_TIMEOUT = 2
 
 
-def render(config: ClusterConfig) -> str:
-    return template("nginx.conf.j2").render(apiservers=apiservers(config), fail_timeout=FAIL_TIMEOUT)
+def render(config: ClusterConfig, down: tuple[str, ...] = ()) -> str:
+    """nginx.conf; apiservers in `down` are out of rotation while a rolling change replaces them."""
+    return template("nginx.conf.j2").render(
+        apiservers=apiservers(config), fail_timeout=FAIL_TIMEOUT, down=down
+    )
+
+
+def reload_command() -> list[str]:
+    """Makes the running proxy read its nginx.conf again; connections in flight are kept."""
+    return ["nginx", "-c", f"{MOUNT_DIR}/nginx.conf", "-s", "reload"]
 
 
 def conf_path(config: ClusterConfig) -> str:

@@ -371,3 +371,40 @@ def test_a_parked_container_whose_replacement_runs_is_removed(tmp_path):
     ]
     cluster.up()
     assert parked not in docker.by_id
+
+
+def test_proxies_take_each_apiserver_out_of_rotation_while_it_is_replaced(tmp_path):
+    """A new apiserver accepts connections before its authorizers synced: no proxy may send it any."""
+    five = THREE_NODES.replace("[etcd, controlplane, worker]", "[etcd, controlplane]") + (
+        "      - {address: 10.0.0.4, user: root, role: [worker]}\n"
+    )
+    cluster = Cluster(tmp_path, five)
+    cluster.up()
+    cluster.write(five + "    services: {kube-api: {extra_args: {v: '3'}}}\n")
+    planned = cluster.plan().host_actions["10.0.0.4"]
+    assert [(a.kind, a.reason) for a in planned] == [
+        ("rotate-proxy", f"10.0.0.{i} {what}") for i in (1, 2, 3) for what in ("out of rotation", "back")
+    ]
+    conf = "/etc/kubernetes/nginx-proxy/nginx.conf"
+    seen = []
+    worker = cluster.host("10.0.0.4")
+    write = worker.write_file
+
+    def recording(path, content, mode):
+        if path == conf:
+            seen.append(
+                [line.split()[1] for line in content.decode().splitlines() if line.strip().endswith("down;")]
+            )
+        write(path, content, mode)
+
+    worker.write_file = recording
+    cluster.world.events.clear()
+    cluster.up()
+    assert seen == [["10.0.0.1:6443"], [], ["10.0.0.2:6443"], [], ["10.0.0.3:6443"], []]
+    order = [e for e in cluster.world.events if "nginx" in e or e.endswith("start kube-apiserver")]
+    assert order[:3] == [
+        "10.0.0.4 exec nginx-proxy nginx -c /etc/nginx/rke-py/nginx.conf -s reload",
+        "10.0.0.1 start kube-apiserver",
+        "10.0.0.4 exec nginx-proxy nginx -c /etc/nginx/rke-py/nginx.conf -s reload",
+    ]
+    assert cluster.plan().host_actions["10.0.0.4"] == []  # the proxy's file is the planned one again
