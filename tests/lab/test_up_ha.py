@@ -207,7 +207,7 @@ def test_losing_the_leader_host_moves_the_lease_and_proxies_keep_working(lab):
             time.sleep(1)
             new = lease_holder(lab, "kube-controller-manager", via=1 - index)
         took = time.monotonic() - stopped
-        assert new != holder and took <= 20, (new, took)
+        assert new != holder and took <= 25, (new, took)  # lease 15 s, retry 2 s, a poll a second
         print(f"kube-controller-manager lease moved {took:.1f}s after its holder's host stopped")
         status = rke_py("status", *cluster_args(lab, "--output", "json"))
         assert status.code == 6  # a host is down: verification fails, and says which
