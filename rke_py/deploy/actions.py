@@ -208,71 +208,55 @@ class DeleteObject(_Change):
 
 
 @dataclass(frozen=True)
-class SyncNode(_Change):
+class _NodeChange(_Change):
+    name: str  # the Kubernetes Node's name
+
+    @property
+    def target(self) -> str:
+        return f"node/{self.name}"
+
+
+@dataclass(frozen=True)
+class SyncNode(_NodeChange):
     """Labels and taints of one Node, as a merge patch computed from what the API holds."""
 
     kind: ClassVar[str] = "sync-node"
-    name: str
     node: Node = field(compare=False)
     reason: str = ""
     phase = "nodes"
 
-    @property
-    def target(self) -> str:
-        return f"node/{self.name}"
-
 
 @dataclass(frozen=True)
-class DeleteNode(_Change):
+class DeleteNode(_NodeChange):
     kind: ClassVar[str] = "delete-node"
-    name: str
     reason: str = "left cluster.yml"
     phase = "nodes"
 
-    @property
-    def target(self) -> str:
-        return f"node/{self.name}"
-
 
 @dataclass(frozen=True)
-class Cordon(_Change):
+class Cordon(_NodeChange):
     kind: ClassVar[str] = "cordon"
-    name: str
     reason: str = ""
     phase = "worker"
 
-    @property
-    def target(self) -> str:
-        return f"node/{self.name}"
-
 
 @dataclass(frozen=True)
-class Drain(_Change):
+class Drain(_NodeChange):
     """Evict the Node's pods, as `kubectl drain` with `upgrade_strategy.node_drain_input`."""
 
     kind: ClassVar[str] = "drain"
-    name: str
     options: dict[str, Any] = field(compare=False)
     reason: str = ""
     phase = "worker"
 
-    @property
-    def target(self) -> str:
-        return f"node/{self.name}"
-
 
 @dataclass(frozen=True)
-class Uncordon(_Change):
+class Uncordon(_NodeChange):
     """Once the Node is Ready again."""
 
     kind: ClassVar[str] = "uncordon"
-    name: str
     reason: str = ""
     phase = "worker"
-
-    @property
-    def target(self) -> str:
-        return f"node/{self.name}"
 
 
 HostAction = (
