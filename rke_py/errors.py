@@ -22,6 +22,7 @@ class ExitStatus(IntEnum):
     VERIFY = 6  # the cluster was built but verification failed (etcd, apiserver, proxy, leases, nodes)
     LOCKED = 7  # another rke-py run holds the lock for this cluster
     ABORTED = 8  # the user declined a confirmation
+    SKIPPED = 9  # the cluster was built, but unreachable workers (within max_unavailable_worker) were skipped
     INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
 
 
@@ -101,6 +102,11 @@ class ConnectError(HostError):
     exit_status = ExitStatus.CONNECT
 
 
+class UnreachableError(ConnectError):
+    """Nothing answered: the host is down or cut off. Only this may be skipped (max_unavailable_worker); a
+    refused key or an unknown host key always stops the run."""
+
+
 class PreflightError(RkePyError):
     """One or more hosts failed preflight; carries every host's failure."""
 
@@ -121,6 +127,12 @@ class VerifyError(RkePyError):
     """Verification found the cluster unhealthy."""
 
     exit_status = ExitStatus.VERIFY
+
+
+class SkippedHostsError(RkePyError):
+    """`up` finished without the worker hosts it could not reach (within max_unavailable_worker)."""
+
+    exit_status = ExitStatus.SKIPPED
 
 
 class LockedError(RkePyError):

@@ -11,7 +11,8 @@ from rke_py.cli.output import console, emit_json, phase_progress, print_warnings
 from rke_py.cli.render import changes_doc, print_actions, print_report
 from rke_py.cli.run import cluster_run, options_from
 from rke_py.deploy.desired import prepare
-from rke_py.deploy.up import up
+from rke_py.deploy.up import skipped_targets, up
+from rke_py.errors import SkippedHostsError
 from rke_py.state import kubeconfig_path_for, state_path_for
 from rke_py.verify.checks import require_ok
 
@@ -52,4 +53,10 @@ def command(
             if result.report:
                 print_report(out, result.report)
             out.print(f"kubeconfig: {kubeconfig}\nstate: {state}\ntook {seconds}s")
-        require_ok(result.report)
+        require_ok(result.report, skipped_targets(result.skipped))
+        if result.skipped:
+            names = ", ".join(n.address for n in result.skipped)
+            raise SkippedHostsError(
+                f"provisioning incomplete: worker host(s) {names} skipped because they could not be reached; "
+                "run `rke-py up` again once they are back"
+            )

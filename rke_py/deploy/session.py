@@ -25,7 +25,7 @@ from rke_py.deploy.observe import observe
 from rke_py.deploy.parallel import DEFAULT_CONCURRENCY, for_each
 from rke_py.deploy.reconcile import leaving_actions
 from rke_py.deploy.targets import bastion_target, ssh_target
-from rke_py.errors import ConnectError, HostError, RkePyError
+from rke_py.errors import ConnectError, HostError, RkePyError, UnreachableError
 from rke_py.hosts.base import DockerError, HostConnection
 from rke_py.hosts.connections import Connections
 from rke_py.hosts.docker_api import HostDocker
@@ -123,14 +123,27 @@ class Session:
     def __exit__(self, *exc: object) -> None:
         self.connector.close()
 
-    def connect(self, *, tolerate: bool = False) -> None:
-        """Connect and observe every host in parallel. Any failure stops the run before a change, unless
-        `tolerate` (status: an unreachable host is a finding, not a reason to stop looking)."""
+    def connect(self, *, tolerate: bool = False, workers: int = 0) -> None:
+        """Connect and observe every host in parallel. A failure stops the run before any change, unless
+        `tolerate` (status: an unreachable host is a finding, not a reason to stop looking), or unless only
+        worker-only hosts failed and no more than `workers` of them (RKE's max_unavailable_worker)."""
         results, errors = for_each(self.desired.config.nodes, self._connect_one, self.options.concurrency)
         self.targets = {node.address: target for node, target in results}
         self.unreachable = errors
-        if errors and not tolerate:
-            raise combined(errors, ConnectError)
+        roles = {n.address: n for n in self.desired.config.nodes}
+        only_workers = all(
+            isinstance(e, UnreachableError)
+            and not (roles[e.host].has("etcd") or roles[e.host].has("controlplane"))
+            for e in errors
+        )
+        if errors and not tolerate and not (only_workers and len(errors) <= workers):
+            error = combined(errors, ConnectError)
+            if only_workers:
+                error.args = (
+                    f"{error}\n{len(errors)} worker host(s) cannot be reached, more than "
+                    f"upgrade_strategy.max_unavailable_worker allows ({workers}); nothing was changed",
+                )
+            raise error
         gone, lost = for_each(self.desired.removed, self._connect_one, self.options.concurrency)
         self.removed_targets = {node.address: target for node, target in gone}
         for error in lost:  # as RKE: a removed host that cannot be reached is left as it is
@@ -152,11 +165,12 @@ class Session:
         actions = {
             n.address: diff_host(d.plan.node(n.address), self.targets[n.address].facts, d.registry)
             for n in d.config.nodes
+            if n.address in self.targets
         }
         for node in d.removed:
             actions[node.address] = leaving_actions(node, node.address in self.removed_targets)
         for node in d.joining:
-            if "etcd" not in self.targets[node.address].facts.containers:
+            if "etcd" not in self.targets[node.address].facts.containers:  # etcd hosts are all reachable
                 actions[node.address].insert(0, AddMember(node=node))
         return actions
 

@@ -31,6 +31,9 @@ from rke_py.verify.checks import Report
 
 log = logging.getLogger("rke_py.deploy")
 HOST_PREPARATION = ("cleanup", "files", "images")  # what a host does before any plane, on its own
+# Seconds between the proxies' reload and stopping the apiservers they left: nginx's old workers may still
+# accept a connection for a moment, and requests in flight finish.
+PROXY_SETTLE = 1
 
 
 @dataclass
@@ -49,6 +52,15 @@ class Run:
     @property
     def config(self) -> ClusterConfig:
         return self.desired.config
+
+    @property
+    def reachable(self) -> list[Node]:
+        """cluster.yml's nodes but the workers skipped because they could not be reached."""
+        return [n for n in self.config.nodes if n.address in self.session.targets]
+
+    @property
+    def skipped(self) -> list[Node]:
+        return [n for n in self.config.nodes if n.address not in self.session.targets]
 
     def in_phase(self, key: str, nodes: Sequence[Node] | None = None) -> list[a.HostAction]:
         addresses = [n.address for n in nodes] if nodes is not None else list(self.host_actions)
@@ -76,19 +88,25 @@ class Connect(Phase):
 
     def run(self) -> None:
         r = self.r
-        r.session.connect()
+        strategy = r.config.upgrade_strategy
+        workers = rolling.max_unavailable(strategy.max_unavailable_worker, len(r.config.hosts("worker")))
+        r.session.connect(workers=workers)
+        for error in r.session.unreachable:
+            log.warning(
+                "%s: skipped (within max_unavailable_worker %d): %s", error.host, workers, error.detail
+            )
         r.host_actions = r.session.host_actions()
         r.cluster_actions = r.session.cluster_actions()
         registered = r.session.registered_nodes() if r.session.apiserver_running() else None
         proxies = [  # running proxies this run keeps: they can take apiservers out of rotation
             n
-            for n in r.config.nodes
+            for n in r.reachable
             if (seen := r.session.targets[n.address].facts.containers.get(nginx_proxy.NAME)) is not None
             and seen.running
             and r.desired.plan.node(n.address).container(nginx_proxy.NAME) is not None
         ]
         for plane in PLANES[1:]:
-            nodes = [n for n in r.config.nodes if r.desired.plan.node(n.address).in_plane(plane)]
+            nodes = [n for n in r.reachable if r.desired.plan.node(n.address).in_plane(plane)]
             r.batches[plane] = rolling.schedule(r.config, plane, nodes, r.host_actions, registered, proxies)
             rolling.labelled(r.batches[plane], r.host_actions, plane)
             for batch in r.batches[plane]:
@@ -134,7 +152,7 @@ class PrepareHosts(Phase):
         return [x for key in HOST_PREPARATION for x in self.r.in_phase(key)]
 
     def run(self) -> None:
-        nodes = self.r.config.nodes
+        nodes = self.r.reachable
         self.pool = ThreadPoolExecutor(max_workers=max(1, min(self.r.options.concurrency, len(nodes))))
         for node in nodes:
             self.futures[node.address] = self.pool.submit(self._host, node)
@@ -230,7 +248,7 @@ class Plane(Phase):
         ]
 
     def nodes(self) -> list[Node]:
-        return [n for n in self.r.config.nodes if self.r.desired.plan.node(n.address).in_plane(self.key)]
+        return [n for n in self.r.reachable if self.r.desired.plan.node(n.address).in_plane(self.key)]
 
     def run(self) -> None:
         """Batch by batch (`rolling.schedule`): a batch's hosts in parallel, each batch healthy (and its
@@ -249,6 +267,8 @@ class Plane(Phase):
             for action in batch.before:
                 self.r.applier.execute(action)
             self._proxies(batch.proxies_out)
+            if batch.proxies_out:
+                time.sleep(PROXY_SETTLE)
             self.r.per_host(self.r.session.targets, batch.nodes, [self.key])
             self._proxies(batch.proxies_back)
             for action in batch.after:
@@ -346,7 +366,7 @@ class SyncNodes(Phase):
         session = self.r.session
         for attempt in range(self.attempts):
             registered = session.registered_nodes() or {}
-            pending = [n.name for n in self.r.config.nodes if n.name not in registered]
+            pending = [n.name for n in self.r.reachable if n.name not in registered]
             if not pending or attempt + 1 == self.attempts:
                 break
             time.sleep(self.pause)
@@ -414,16 +434,22 @@ class Verify(Phase):
         """Verify until it passes or `within` seconds pass: a lease whose holder was just replaced stays
         with the old holder until it expires (15 s by default), and new nodes take a moment to be Ready."""
         session = self.r.session
+        skipped = skipped_targets(self.r.skipped)
         deadline = time.monotonic() + self.within
         report = session.verify()
-        while not report.ok and time.monotonic() < deadline:
+        while report.failures(skipped) and time.monotonic() < deadline:
             log.info(
                 "waiting for the cluster to settle: %s",
-                "; ".join(f"{c.name} {c.target}" for c in report.failures()),
+                "; ".join(f"{c.name} {c.target}" for c in report.failures(skipped)),
             )
             time.sleep(1)
             report = session.verify()
         self.r.report = report
+
+
+def skipped_targets(nodes: Sequence[Node]) -> set[str]:
+    """The targets verify reports skipped hosts under: their address and their Node's name."""
+    return {x for n in nodes for x in (n.address, n.name)}
 
 
 def up_phases(run: Run) -> list[Phase]:
@@ -452,6 +478,7 @@ class UpResult:
     host_actions: dict[str, list[a.HostAction]]
     cluster_actions: list[a.ClusterAction]
     report: Report | None
+    skipped: list[Node] = field(default_factory=list)  # unreachable workers within max_unavailable_worker
 
     @property
     def changed(self) -> int:
@@ -475,7 +502,7 @@ def up(
     run, session = _run(desired, options, connector)
     with session:
         run_phases(up_phases(run), on_phase=on_phase)
-    return UpResult(run.host_actions, run.cluster_actions, run.report)
+    return UpResult(run.host_actions, run.cluster_actions, run.report, run.skipped)
 
 
 def plan(desired: Desired, options: Options, connector: Connector | None = None) -> UpResult:
@@ -483,4 +510,4 @@ def plan(desired: Desired, options: Options, connector: Connector | None = None)
     run, session = _run(desired, options, connector)
     with session:
         run_phases(up_phases(run), dry_run=True)
-    return UpResult(run.host_actions, run.cluster_actions, None)
+    return UpResult(run.host_actions, run.cluster_actions, None, run.skipped)

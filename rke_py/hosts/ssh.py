@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import paramiko
 
-from rke_py.errors import ConnectError
+from rke_py.errors import ConnectError, UnreachableError
 from rke_py.hosts import channels
 from rke_py.hosts.base import Completed, parse_sha256sum
 from rke_py.hosts.hostkeys import HostKeyPolicy, HostKeyRejected, HostKeyStore
@@ -108,6 +108,11 @@ def _fail(target: SSHTarget, message: str) -> ConnectError:
     return ConnectError(target.label, "ssh", message)
 
 
+def _unreachable(target: SSHTarget, message: str) -> UnreachableError:
+    """No SSH server answered at all (as opposed to one that refused our key or showed another host key)."""
+    return UnreachableError(target.label, "ssh", message)
+
+
 def _open_socket(target: SSHTarget, bastion: Connection | None, timeout: float):
     where = f"{target.address}:{target.port}"
     if bastion is not None:
@@ -129,15 +134,19 @@ def _open_socket(target: SSHTarget, bastion: Connection | None, timeout: float):
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return sock
     except ConnectionRefusedError:
-        raise _fail(
+        raise _unreachable(
             target, f"connection refused on port {target.port}: no SSH server listens there"
         ) from None
     except TimeoutError:
-        raise _fail(target, f"connecting to {where} timed out after {timeout:g}s. {_TIMEOUT_HINT}") from None
+        raise _unreachable(
+            target, f"connecting to {where} timed out after {timeout:g}s. {_TIMEOUT_HINT}"
+        ) from None
     except socket.gaierror as e:
-        raise _fail(target, f"cannot resolve host name {target.address!r} (DNS: {e.strerror})") from None
+        raise _unreachable(
+            target, f"cannot resolve host name {target.address!r} (DNS: {e.strerror})"
+        ) from None
     except OSError as e:
-        raise _fail(target, f"cannot connect to {where}: {e.strerror or e}. {_TIMEOUT_HINT}") from None
+        raise _unreachable(target, f"cannot connect to {where}: {e.strerror or e}. {_TIMEOUT_HINT}") from None
 
 
 def _handshake_reason(e: BaseException, timeout: float) -> str:

@@ -226,6 +226,51 @@ def test_losing_the_leader_host_moves_the_lease_and_proxies_keep_working(lab):
             time.sleep(1)
 
 
+def _stop_host(lab, index: int):
+    host = docker.from_env().containers.get(lab.hosts[index].name)
+    host.stop(timeout=1)
+    return host
+
+
+def _start_host(lab, index: int, host) -> None:
+    host.start()
+    deadline = time.monotonic() + 60
+    while "ok" not in host_exec(lab, index, "docker info >/dev/null 2>&1 && echo ok"):
+        assert time.monotonic() < deadline, "the lab host did not come back"
+        time.sleep(1)
+
+
+def _proxy_flag(value: str):
+    return lambda d: d["services"].setdefault("kubeproxy", {}).update({"extra_args": {"v": value}})
+
+
+def test_unreachable_workers_within_max_unavailable_are_skipped_and_beyond_it_nothing_changes(lab):
+    """10% of three workers rounds down to the minimum, one: one worker may be missing, two may not."""
+    stopped = {4: _stop_host(lab, 4)}
+    try:
+        edit_cluster_yml(lab, _proxy_flag("5"))
+        run = up(lab)
+        assert run.code == 9, run.stderr
+        assert (
+            f"worker host(s) {lab.hosts[4].address} skipped because they could not be reached" in run.stderr
+        )
+        done = changes(run.json())
+        assert lab.hosts[4].address not in done
+        assert ("replace", "kube-proxy") in done[lab.hosts[3].address]
+        stopped[3] = _stop_host(lab, 3)
+        before = [containers_on(lab, i) for i in (0, 1, 2)]
+        edit_cluster_yml(lab, _proxy_flag("6"))
+        run = up(lab)
+        assert run.code == 3, run.stderr
+        assert "2 worker host(s) cannot be reached, more than" in run.stderr
+        assert [containers_on(lab, i) for i in (0, 1, 2)] == before  # nothing changed
+    finally:
+        for index, host in stopped.items():
+            _start_host(lab, index, host)
+    run = up(lab)
+    assert run.code == 0, run.stderr
+
+
 def test_a_host_refusing_our_key_stops_the_run_before_any_change(lab, tmp_path):
     before = all_containers(lab)
     stranger = tmp_path / "id_other"

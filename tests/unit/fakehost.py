@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rke_py.config.schema import Node
+from rke_py.errors import UnreachableError
 from rke_py.hosts.base import Completed, DockerContainer, DockerError
 from rke_py.kube.api import KubeAPI, KubeAPIError
 from rke_py.lab.kube.resources import resource_list
@@ -43,6 +44,7 @@ class World:
 
     events: list[str] = field(default_factory=list)
     etcd_hosts: list[str] = field(default_factory=list)
+    down: set[str] = field(default_factory=set)  # addresses that cannot be reached
     hosts: dict[str, FakeHost] = field(default_factory=dict)
     kube: FakeKube = field(default_factory=lambda: FakeKube())
 
@@ -301,6 +303,8 @@ class FakeConnector:
         self.world = world
 
     def host(self, node: Node) -> FakeHost:
+        if node.address in self.world.down:
+            raise UnreachableError(node.address, "ssh", "connection timed out")
         return self.world.hosts[node.address]
 
     def kube_api(self, servers: list[str]) -> KubeAPI:

@@ -13,7 +13,7 @@ from rke_py.deploy.desired import Desired, prepare
 from rke_py.deploy.remove import remove
 from rke_py.deploy.session import Options
 from rke_py.deploy.up import plan, up
-from rke_py.errors import ApplyError
+from rke_py.errors import ApplyError, ConnectError
 from rke_py.plan.components import REGISTRY, Component, Placement
 from rke_py.plan.model import ContainerSpec, HealthCheck
 from tests.unit.fakehost import FakeConnector, FakeHost, World
@@ -408,3 +408,29 @@ def test_proxies_take_each_apiserver_out_of_rotation_while_it_is_replaced(tmp_pa
         "10.0.0.4 exec nginx-proxy nginx -c /etc/nginx/rke-py/nginx.conf -s reload",
     ]
     assert cluster.plan().host_actions["10.0.0.4"] == []  # the proxy's file is the planned one again
+
+
+def test_unreachable_workers_within_max_unavailable_are_skipped_and_beyond_it_nothing_changes(tmp_path):
+    five = THREE_NODES.replace("[etcd, controlplane, worker]", "[etcd, controlplane]") + (
+        "      - {address: 10.0.0.4, user: root, role: [worker]}\n"
+        "      - {address: 10.0.0.5, user: root, role: [worker]}\n"
+    )
+    cluster = Cluster(tmp_path, five)
+    cluster.up()
+    cluster.write(five + "    services: {kubeproxy: {extra_args: {v: '3'}}}\n")
+    cluster.world.down = {"10.0.0.5"}  # 10% of two workers: one may be missing
+    result = cluster.up()
+    assert [n.address for n in result.skipped] == ["10.0.0.5"]
+    assert "10.0.0.5" not in result.host_actions
+    assert ("replace", "kube-proxy") in [(a.kind, a.target) for a in result.host_actions["10.0.0.4"]]
+    cluster.world.down = {"10.0.0.4", "10.0.0.5"}
+    cluster.write(five + "    services: {kubeproxy: {extra_args: {v: '4'}}}\n")
+    cluster.world.events.clear()
+    with pytest.raises(
+        ConnectError, match=r"2 worker host\(s\) cannot be reached, more than .* allows \(1\)"
+    ):
+        cluster.up()
+    assert cluster.world.events == []  # stopped before changing anything
+    cluster.world.down = {"10.0.0.1"}  # etcd and controlplane hosts keep the strict rule
+    with pytest.raises(ConnectError):
+        cluster.up()
