@@ -141,7 +141,7 @@ def _cni_config(config: ClusterConfig, ipam: dict[str, Any]) -> str:
     return json.dumps(conf, indent=2)
 
 
-def _install_cni(config: ClusterConfig, image: str, conf_name: str, config_map: str) -> dict[str, Any]:
+def _install_cni(image: str, conf_name: str, config_map: str) -> dict[str, Any]:
     return k8s.container(
         "install-cni",
         image,
@@ -169,7 +169,7 @@ def _flexvol(image: str) -> dict[str, Any]:
     )
 
 
-def _calico_node(config: ClusterConfig, image: str, environment: list[dict[str, Any]]) -> dict[str, Any]:
+def _calico_node(image: str, environment: list[dict[str, Any]]) -> dict[str, Any]:
     return k8s.container(
         "calico-node",
         image,
@@ -202,7 +202,7 @@ def _calico_node(config: ClusterConfig, image: str, environment: list[dict[str, 
     )
 
 
-def _node_volumes(config: ClusterConfig, flexvol_dir: str) -> list[dict[str, Any]]:
+def _node_volumes(flexvol_dir: str) -> list[dict[str, Any]]:
     return [
         k8s.host_volume("lib-modules", "/lib/modules"),
         k8s.host_volume("var-run-calico", "/var/run/calico"),
@@ -235,12 +235,11 @@ def canal(config: ClusterConfig) -> list[Obj]:
     flexvol_dir = _option(config, "flex_volume_plugin_dir")
     pod = {
         "initContainers": [
-            _install_cni(config, images.canal_cni, "10-canal.conflist", "canal-config"),
+            _install_cni(images.canal_cni, "10-canal.conflist", "canal-config"),
             _flexvol(images.canal_flexvol),
         ],
         "containers": [
             _calico_node(
-                config,
                 images.canal_node,
                 k8s.env(
                     CALICO_NETWORKING_BACKEND="none",
@@ -253,7 +252,7 @@ def canal(config: ClusterConfig) -> list[Obj]:
             _flanneld(config, images.canal_flannel),
         ],
         "volumes": [
-            *_node_volumes(config, flexvol_dir),
+            *_node_volumes(flexvol_dir),
             k8s.host_volume("run", "/run"),
             {
                 "name": "flannel-cfg",
@@ -332,7 +331,6 @@ def calico(config: ClusterConfig) -> list[Obj]:
     pod_cidr = config.services.kube_controller.cluster_cidr.split(",")[0]
     flexvol_dir = _option(config, "flex_volume_plugin_dir")
     node = _calico_node(
-        config,
         images.calico_node,
         [
             k8s.config_env("CALICO_NETWORKING_BACKEND", "calico-config", "calico_backend"),
@@ -348,11 +346,11 @@ def calico(config: ClusterConfig) -> list[Obj]:
     node["volumeMounts"].append(k8s.mount("cni-net-dir", "/host/etc/cni/net.d"))
     pod = {
         "initContainers": [
-            _install_cni(config, images.calico_cni, "10-calico.conflist", "calico-config"),
+            _install_cni(images.calico_cni, "10-calico.conflist", "calico-config"),
             _flexvol(images.calico_flexvol),
         ],
         "containers": [node],
-        "volumes": _node_volumes(config, flexvol_dir),
+        "volumes": _node_volumes(flexvol_dir),
     }
     controllers_pod = k8s.pod_spec(
         [
