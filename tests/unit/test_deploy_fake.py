@@ -26,6 +26,11 @@ THREE_NODES = """
       - {address: 10.0.0.3, user: root, role: [etcd, controlplane, worker]}
 """
 
+FIVE_NODES = THREE_NODES.replace("[etcd, controlplane, worker]", "[etcd, controlplane]") + (
+    "      - {address: 10.0.0.4, user: root, role: [worker]}\n"
+    "      - {address: 10.0.0.5, user: root, role: [worker]}\n"
+)
+
 
 def quick(registry: tuple[Component, ...]) -> tuple[Component, ...]:
     """The registry with health checks that give up after a few quick tries instead of RKE's minutes."""
@@ -309,10 +314,7 @@ def test_a_control_plane_change_replaces_one_host_at_a_time_and_plan_shows_the_b
 
 
 def test_workers_are_cordoned_drained_changed_and_uncordoned_in_batches(tmp_path):
-    five = THREE_NODES.replace("[etcd, controlplane, worker]", "[etcd, controlplane]") + (
-        "      - {address: 10.0.0.4, user: root, role: [worker]}\n"
-        "      - {address: 10.0.0.5, user: root, role: [worker]}\n"
-    )
+    five = FIVE_NODES
     cluster = Cluster(tmp_path, five)
     cluster.up()
     strategy = "    upgrade_strategy: {max_unavailable_worker: '50%', drain: true}\n"
@@ -375,9 +377,7 @@ def test_a_parked_container_whose_replacement_runs_is_removed(tmp_path):
 
 def test_proxies_take_each_apiserver_out_of_rotation_while_it_is_replaced(tmp_path):
     """A new apiserver accepts connections before its authorizers synced: no proxy may send it any."""
-    five = THREE_NODES.replace("[etcd, controlplane, worker]", "[etcd, controlplane]") + (
-        "      - {address: 10.0.0.4, user: root, role: [worker]}\n"
-    )
+    five = FIVE_NODES.replace("      - {address: 10.0.0.5, user: root, role: [worker]}\n", "")
     cluster = Cluster(tmp_path, five)
     cluster.up()
     cluster.write(five + "    services: {kube-api: {extra_args: {v: '3'}}}\n")
@@ -411,10 +411,7 @@ def test_proxies_take_each_apiserver_out_of_rotation_while_it_is_replaced(tmp_pa
 
 
 def test_unreachable_workers_within_max_unavailable_are_skipped_and_beyond_it_nothing_changes(tmp_path):
-    five = THREE_NODES.replace("[etcd, controlplane, worker]", "[etcd, controlplane]") + (
-        "      - {address: 10.0.0.4, user: root, role: [worker]}\n"
-        "      - {address: 10.0.0.5, user: root, role: [worker]}\n"
-    )
+    five = FIVE_NODES
     cluster = Cluster(tmp_path, five)
     cluster.up()
     cluster.write(five + "    services: {kubeproxy: {extra_args: {v: '3'}}}\n")
