@@ -44,7 +44,8 @@ def _evictable(pod: dict[str, Any], options: dict[str, Any]) -> tuple[bool, str]
 
 
 def drain(api: KubeAPI, name: str, options: dict[str, Any], pause: float = 2) -> None:
-    """Evict every pod drain would evict, until they are gone or `timeout`; refuse as kubectl does."""
+    """Evict every pod drain would evict (once each, again only when a disruption budget said not yet)
+    and wait until they are gone or `timeout`; refuse as kubectl does."""
     selector = urllib.parse.quote(f"spec.nodeName={name}")
     pods = (api.get(f"/api/v1/pods?fieldSelector={selector}") or {}).get("items", [])
     verdicts = [(pod, *_evictable(pod, options)) for pod in pods]
@@ -52,26 +53,38 @@ def drain(api: KubeAPI, name: str, options: dict[str, Any], pause: float = 2) ->
     if refused:
         raise KubeAPIError(f"cannot drain node {name}: {'; '.join(refused)}", 0)
     deadline = time.monotonic() + options["timeout"]
-    pending = [pod["metadata"] for pod, ok, _ in verdicts if ok]
+    pending = {
+        f"/api/v1/namespaces/{m['namespace']}/pods/{m['name']}": m
+        for m in (p["metadata"] for p, ok, _ in verdicts if ok)
+    }
+    evicted: set[str] = set()
     while pending:
-        for meta in list(pending):
-            body: dict[str, Any] = {
-                "apiVersion": "policy/v1",
-                "kind": "Eviction",
-                "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
-            }
-            if options["grace_period"] >= 0:
-                body["deleteOptions"] = {"gracePeriodSeconds": options["grace_period"]}
-            path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}"
-            try:
-                api.request("POST", f"{path}/eviction", body)
-            except KubeAPIError as exc:
-                if exc.status not in (404, 429):  # 429: a disruption budget says not yet
-                    raise
+        for path, meta in list(pending.items()):
+            if path not in evicted and _evict(api, path, meta, options["grace_period"]):
+                evicted.add(path)
             if api.find(path) is None:
-                pending.remove(meta)
+                del pending[path]
         if pending and time.monotonic() > deadline:
-            names = ", ".join(m["name"] for m in pending)
+            names = ", ".join(m["name"] for m in pending.values())
             raise KubeAPIError(f"drain of node {name} timed out after {options['timeout']}s: {names}", 0)
         if pending:
             time.sleep(pause)
+
+
+def _evict(api: KubeAPI, path: str, meta: dict[str, Any], grace_period: int) -> bool:
+    """Ask for the pod's eviction; False when a disruption budget says not yet (429), to ask again."""
+    body: dict[str, Any] = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+    }
+    if grace_period >= 0:
+        body["deleteOptions"] = {"gracePeriodSeconds": grace_period}
+    try:
+        api.request("POST", f"{path}/eviction", body)
+    except KubeAPIError as exc:
+        if exc.status == 429:
+            return False
+        if exc.status != 404:  # 404: gone already
+            raise
+    return True

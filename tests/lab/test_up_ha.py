@@ -20,6 +20,7 @@ from tests.lab.e2e import (
     edit_cluster_yml,
     host_exec,
     kubectl,
+    kubectl_run,
     own_lab,
     rke_py,
     start_probe,
@@ -269,6 +270,50 @@ def test_unreachable_workers_within_max_unavailable_are_skipped_and_beyond_it_no
             _start_host(lab, index, host)
     run = up(lab)
     assert run.code == 0, run.stderr
+
+
+def test_a_worker_change_with_drain_cordons_drains_and_uncordons_one_worker_at_a_time(lab):
+    image = f"{lab.registry}/{lab.images['rke-tools']}"
+    for i in WORKERS:  # a pod on each worker, managed by nothing: drained only with force
+        overrides = json.dumps({"spec": {"nodeName": lab.hosts[i].name, "terminationGracePeriodSeconds": 1}})
+        kubectl(
+            lab,
+            "run",
+            f"drained-{i}",
+            f"--image={image}",
+            "--restart=Never",
+            f"--overrides={overrides}",
+            "--command",
+            "--",
+            "sleep",
+            "3600",
+        )
+
+    def change(d):
+        d["upgrade_strategy"] = {"drain": True, "node_drain_input": {"force": True, "timeout": 60}}
+        _proxy_flag("7")(d)
+
+    edit_cluster_yml(lab, change)
+    planned = rke_py("plan", *cluster_args(lab, "--output", "json")).json()
+    steps = [(a["kind"], a["target"]) for a in planned["cluster"] if a["phase"] == "worker"]
+    names = [lab.hosts[i].name for i in WORKERS]
+    run = up(lab)
+    assert run.code == 0, run.stderr
+    done = [
+        (line.split()[3], line.split()[4])
+        for line in run.stderr.splitlines()
+        if " cluster: " in line and line.split()[3] in ("cordon", "drain", "uncordon")
+    ]
+    for name in names:  # each worker cordoned, drained, uncordoned, before the next is touched
+        expected = [(k, f"node/{name}") for k in ("cordon", "drain", "uncordon")]
+        assert [x for x in steps if x[1] == f"node/{name}"] == expected
+        assert [x for x in done if x[1] == f"node/{name}"] == expected
+    first = [x[1] for x in done]
+    assert first.index(f"node/{names[0]}", 2) < first.index(f"node/{names[1]}")
+    for i in WORKERS:
+        assert "NotFound" in kubectl_run(lab, "get", "pod", f"drained-{i}").stderr
+    nodes = json.loads(kubectl(lab, "get", "nodes", "-o", "json"))["items"]
+    assert not any(n["spec"].get("unschedulable") for n in nodes)
 
 
 def test_a_host_refusing_our_key_stops_the_run_before_any_change(lab, tmp_path):

@@ -350,6 +350,19 @@ class ApiServer:
                 return old
         raise _conflict(req.resource, req.name)
 
+    def evict(self, req: Request, body: object, dry_run: bool) -> dict:
+        """An Eviction deletes the pod. No PodDisruptionBudget is evaluated (the lab has no disruption
+        controller to fill their status), so the stand-in never answers 429 as a real apiserver may."""
+        if not isinstance(body, dict) or body.get("kind") != "Eviction":
+            raise ApiStatus(400, "BadRequest", "the body of an eviction must be a policy/v1 Eviction")
+        name = (body.get("metadata") or {}).get("name", req.name)
+        if name != req.name:
+            message = f"name in URL does not match name in Eviction object: {req.name} != {name}"
+            raise ApiStatus(400, "BadRequest", message)
+        pod = Request("delete", req.resource, req.namespace, req.name, "")
+        self.delete(pod, body.get("deleteOptions") or {}, dry_run)
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
     def stored_objects(self) -> "list[dict]":  # quoted: `list` is a method here
         """Every stored Role, ClusterRole and binding."""
         objects: list[dict] = []
@@ -635,7 +648,8 @@ class Handler(serve.Handler):
             verb = "get" if name else "list"
         else:
             verb = _VERB.get(self.command, "")
-            if not verb or (verb == "create") == bool(name):
+            creates_on_object = verb == "create" and sub == "eviction"  # POST pods/NAME/eviction
+            if not verb or ((verb == "create") == bool(name) and not creates_on_object):
                 raise ApiStatus(405, "MethodNotAllowed", f"{self.command} is not supported on this path")
         return Request(verb, res, namespace, name, sub)
 
@@ -706,6 +720,9 @@ class Handler(serve.Handler):
             self._objects(res, [obj], obj["metadata"]["resourceVersion"], query, single=True)
             return
         body = req.body
+        if req.subresource == "eviction":
+            self._reply(201, self.api.evict(req, body, dry_run))
+            return
         if req.verb == "delete":
             if res.plural == "namespaces" and req.name in SYSTEM_NAMESPACES[:3]:
                 message = f'namespaces "{req.name}" is forbidden: this namespace may not be deleted'

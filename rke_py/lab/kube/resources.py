@@ -57,7 +57,7 @@ RESOURCES: list[Resource] = [
     _r("", "v1", "nodes Node no", False, store="minions", subresources=_STATUS),
     _r("", "v1", "persistentvolumeclaims PersistentVolumeClaim pvc", subresources=_STATUS),
     _r("", "v1", "persistentvolumes PersistentVolume pv", False, subresources=_STATUS),
-    _r("", "v1", "pods Pod po", subresources=_STATUS, categories=_ALL),
+    _r("", "v1", "pods Pod po", subresources=("status", "eviction"), categories=_ALL),
     _r("", "v1", "replicationcontrollers ReplicationController rc", subresources=_STATUS, categories=_ALL),
     _r("", "v1", "resourcequotas ResourceQuota quota", subresources=_STATUS),
     _r("", "v1", "secrets Secret"),
@@ -168,15 +168,12 @@ def resource_list(group: str, version: str) -> dict | None:
             entry["categories"] = list(res.categories)
         entries.append(entry)
         for sub in res.subresources:
-            entries.append(
-                {
-                    "name": f"{res.plural}/{sub}",
-                    "singularName": "",
-                    "namespaced": res.namespaced,
-                    "kind": res.kind,
-                    "verbs": ["get", "patch", "update"],
-                }
-            )
+            entry = {"name": f"{res.plural}/{sub}", "singularName": "", "namespaced": res.namespaced}
+            if sub == "eviction":  # as the real discovery document: a policy/v1 Eviction is created
+                entry |= {"group": "policy", "version": "v1", "kind": "Eviction", "verbs": ["create"]}
+            else:
+                entry |= {"kind": res.kind, "verbs": ["get", "patch", "update"]}
+            entries.append(entry)
     if not entries:
         return None
     gv = f"{group}/{version}" if group else version
