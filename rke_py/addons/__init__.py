@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rke_py.addons import dns, ingress, metrics, network, user
-from rke_py.addons.k8s import ADDON_LABEL, MANAGED_BY, Obj, labelled
+from rke_py.addons.k8s import ADDON_LABEL, Obj, labelled
 from rke_py.config.schema import ClusterConfig
 
 # Workloads whose rollout `status` reports
@@ -90,4 +90,4 @@ def _ordered(objects: list[Obj]) -> list[Obj]:
     return sorted(objects, key=lambda item: item["kind"] not in FIRST)
 
 
-__all__ = ["ADDON_LABEL", "MANAGED_BY", "PRUNE_KINDS", "RKE_JOBS", "WORKLOAD_KINDS", "Addon", "build"]
+__all__ = ["ADDON_LABEL", "PRUNE_KINDS", "RKE_JOBS", "WORKLOAD_KINDS", "Addon", "build"]

@@ -32,6 +32,18 @@ def obj(api_version: str, kind: str, name: str, namespace: str = "", **fields: A
     return {"apiVersion": api_version, "kind": kind, "metadata": metadata, **fields}
 
 
+def identity(item: Obj) -> tuple[str, str, str, str]:
+    """apiVersion, kind, namespace ("" when cluster-scoped) and name: what tells two objects apart."""
+    meta = item["metadata"]
+    return item["apiVersion"], item["kind"], meta.get("namespace") or "", meta["name"]
+
+
+def object_ref(item: Obj) -> str:
+    """kind/name or kind/namespace/name, e.g. daemonset/kube-system/canal."""
+    _, kind, namespace, name = identity(item)
+    return f"{kind.lower()}/{namespace}/{name}" if namespace else f"{kind.lower()}/{name}"
+
+
 def labelled(item: Obj, addon: str) -> Obj:
     """`item` with rke-py's labels added (its own labels kept)."""
     metadata = dict(item.get("metadata") or {})
@@ -66,7 +78,8 @@ def role(name: str, ns: str, rules: list[dict[str, Any]]) -> Obj:
     return obj(RBAC, "Role", name, ns, rules=rules)
 
 
-def _ref(kind: str, name: str) -> dict[str, str]:
+def rbac_ref(kind: str, name: str) -> dict[str, str]:
+    """A roleRef, or a User or Group subject."""
     return {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name}
 
 
@@ -75,11 +88,13 @@ def sa_subject(name: str, ns: str = SYSTEM) -> dict[str, str]:
 
 
 def cluster_role_binding(name: str, role_name: str, subjects: list[dict[str, str]]) -> Obj:
-    return obj(RBAC, "ClusterRoleBinding", name, roleRef=_ref("ClusterRole", role_name), subjects=subjects)
+    return obj(
+        RBAC, "ClusterRoleBinding", name, roleRef=rbac_ref("ClusterRole", role_name), subjects=subjects
+    )
 
 
 def role_binding(name: str, ns: str, role_kind: str, role_name: str, subjects: list[dict[str, str]]) -> Obj:
-    return obj(RBAC, "RoleBinding", name, ns, roleRef=_ref(role_kind, role_name), subjects=subjects)
+    return obj(RBAC, "RoleBinding", name, ns, roleRef=rbac_ref(role_kind, role_name), subjects=subjects)
 
 
 def bound_role(name: str, rules: list[dict[str, Any]], account: str, ns: str = SYSTEM) -> list[Obj]:

@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from rke_py.addons.k8s import identity, object_ref
 from rke_py.deploy.actions import ApplyObject, DeleteObject
 
 APPLIED = "rke-py.io/applied"  # annotation: the hash of the object as rke-py last applied it
@@ -25,17 +26,6 @@ def stamped(obj: Obj) -> Obj:
     metadata = dict(obj["metadata"])
     metadata["annotations"] = {**(metadata.get("annotations") or {}), APPLIED: digest}
     return {**obj, "metadata": metadata}
-
-
-def identity(obj: Obj) -> tuple[str, str, str, str]:
-    meta = obj["metadata"]
-    return obj["apiVersion"], obj["kind"], meta.get("namespace") or "", meta["name"]
-
-
-def object_ref(obj: Obj) -> str:
-    """kind/name or kind/namespace/name, e.g. daemonset/kube-system/canal."""
-    _, kind, namespace, name = identity(obj)
-    return f"{kind.lower()}/{namespace}/{name}" if namespace else f"{kind.lower()}/{name}"
 
 
 def changed_fields(desired: Obj, current: Obj) -> list[str]:
@@ -80,7 +70,6 @@ def object_actions(
     actions = []
     for obj in map(stamped, objects):
         current = get(obj) if get is not None else None
-        reason = ""
         if current is None:
             reason = "missing" if get is not None else "the cluster is not running yet"
         else:

@@ -18,7 +18,7 @@ from typing import Any
 
 from rke_py.config.schema import ClusterConfig, Node
 from rke_py.deploy import actions as a
-from rke_py.plan import nginx_proxy
+from rke_py.plan import kube_apiserver, nginx_proxy
 from rke_py.plan.model import FileSpec
 
 MAX_BATCH = 50  # RKE caps max_unavailable at 50
@@ -103,7 +103,7 @@ def _rotate(
         n.internal_address
         for n in batch.nodes
         if any(
-            isinstance(x, a.ReplaceContainer) and x.target == "kube-apiserver"
+            isinstance(x, a.ReplaceContainer) and x.target == kube_apiserver.NAME
             for x in host_actions[n.address]
         )
     )

@@ -181,10 +181,9 @@ class Session:
             for t in self.targets.values()
         )
 
-    def cluster_actions(self) -> list[ClusterAction]:
-        """Changes to the objects rke-py keeps in the API and to the Nodes, from what the API holds now
-        (all of them while no apiserver runs yet)."""
-        nodes = self.registered_nodes() if self.apiserver_running() else None
+    def cluster_actions(self, nodes: dict[str, dict[str, Any]] | None) -> list[ClusterAction]:
+        """Changes to the objects rke-py keeps in the API and to the Nodes, from what the API holds now;
+        `nodes` are the registered Nodes, None while no apiserver answers (then every change is made)."""
         return [
             *self.object_actions(running=nodes is not None),
             *node_actions(self.desired.config, nodes, self.desired.removed),

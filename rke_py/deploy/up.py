@@ -95,9 +95,9 @@ class Connect(Phase):
             log.warning(
                 "%s: skipped (within max_unavailable_worker %d): %s", error.host, workers, error.detail
             )
-        r.host_actions = r.session.host_actions()
-        r.cluster_actions = r.session.cluster_actions()
         registered = r.session.registered_nodes() if r.session.apiserver_running() else None
+        r.host_actions = r.session.host_actions()
+        r.cluster_actions = r.session.cluster_actions(registered)
         proxies = [  # running proxies this run keeps: they can take apiservers out of rotation
             n
             for n in r.reachable
@@ -266,6 +266,10 @@ class Plane(Phase):
                 )
             for action in batch.before:
                 self.r.applier.execute(action)
+            # a proxy host still writing its files must be done first, or it could write nginx.conf back
+            self.prepared.ready(
+                [n for n in self.r.reachable if n.address in {x for x, _ in batch.proxies_out}]
+            )
             self._proxies(batch.proxies_out)
             if batch.proxies_out:
                 time.sleep(PROXY_SETTLE)

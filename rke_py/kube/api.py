@@ -54,9 +54,8 @@ class KubeAPI:
         self._ctx = channels.tls_context(
             ca.leaf_pem.encode(), admin.cert_pem.encode(), admin.key_pem.encode()
         )
-        self._resources: dict[
-            str, dict[str, tuple[str, bool]]
-        ] = {}  # apiVersion -> kind -> (plural, namespaced)
+        # apiVersion -> kind -> (plural, namespaced), from discovery
+        self._resources: dict[str, dict[str, tuple[str, bool]]] = {}
         self._lock = threading.Lock()
 
     def request(

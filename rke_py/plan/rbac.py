@@ -10,43 +10,28 @@ from __future__ import annotations
 
 from typing import Any
 
+from rke_py.addons import k8s
 from rke_py.config.schema import ClusterConfig
 from rke_py.plan.common import is_rbac
 
-RBAC = "rbac.authorization.k8s.io/v1"
 KUBELET_API_ROLE = "proxy-clusterrole-kubeapiserver"  # RKE's names, so a cluster RKE built is already right
 KUBELET_API_BINDING = "proxy-role-binding-kubernetes-master"
 APISERVER_USER = "kube-apiserver"  # CN of the apiserver's kubelet client certificate
-
-
-def _binding(name: str, role: str, kind: str, subject: str) -> dict[str, Any]:
-    return {
-        "apiVersion": RBAC,
-        "kind": "ClusterRoleBinding",
-        "metadata": {"name": name},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": subject}],
-    }
 
 
 def rbac_objects(config: ClusterConfig) -> list[dict[str, Any]]:
     """What rke-py keeps in the API for authorization, in apply order; nothing with `authorization: none`."""
     if not is_rbac(config):
         return []
-    kubelet_api = {
-        "apiVersion": RBAC,
-        "kind": "ClusterRole",
-        "metadata": {"name": KUBELET_API_ROLE},
-        "rules": [
-            {
-                "apiGroups": [""],
-                "resources": ["nodes/metrics", "nodes/log", "nodes/stats", "nodes/spec", "nodes/proxy"],
-                "verbs": ["get", "list", "watch", "create"],
-            }
-        ],
-    }
+    kubelet_api = k8s.rule(
+        [""],
+        ["nodes/metrics", "nodes/log", "nodes/stats", "nodes/spec", "nodes/proxy"],
+        ["get", "list", "watch", "create"],
+    )
     return [
-        _binding("system:node", "system:node", "Group", "system:nodes"),
-        kubelet_api,
-        _binding(KUBELET_API_BINDING, KUBELET_API_ROLE, "User", APISERVER_USER),
+        k8s.cluster_role_binding("system:node", "system:node", [k8s.rbac_ref("Group", "system:nodes")]),
+        k8s.cluster_role(KUBELET_API_ROLE, [kubelet_api]),
+        k8s.cluster_role_binding(
+            KUBELET_API_BINDING, KUBELET_API_ROLE, [k8s.rbac_ref("User", APISERVER_USER)]
+        ),
     ]

@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from rke_py.addons.k8s import object_ref
 from rke_py.config.schema import ClusterConfig
 from rke_py.errors import VerifyError
 from rke_py.hosts.base import HostConnection
@@ -90,8 +91,7 @@ def verify(
 def _rollout(addon: str, workload: dict[str, Any], api: KubeAPI) -> Check:
     """An add-on's DaemonSet or Deployment: rolled out when the controller saw its latest spec and every
     pod it wants is updated and ready."""
-    meta = workload["metadata"]
-    target = f"{workload['kind'].lower()}/{meta['namespace']}/{meta['name']}"
+    target = object_ref(workload)
     try:
         current = api.get(api.object_path(workload))
     except KubeAPIError as exc:

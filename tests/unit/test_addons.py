@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from rke_py.addons import ADDON_LABEL, build
+from rke_py.addons.k8s import object_ref
 from rke_py.config import load, load_text
-from rke_py.deploy.objects import object_ref
 from rke_py.errors import ConfigError
 from rke_py.plan.kubelet import flags
 from tests.cases import fixture_cases
