@@ -19,6 +19,8 @@ COMMANDS = {
     "up": "rke_py.cli.cmd_up",
     "status": "rke_py.cli.cmd_status",
     "remove": "rke_py.cli.cmd_remove",
+    "etcd": "rke_py.cli.cmd_etcd",
+    "util": "rke_py.cli.cmd_util",
     "config": "rke_py.cli.cmd_config",
     "lab": "rke_py.cli.cmd_lab",
     "version": "rke_py.cli.cmd_version",

@@ -90,6 +90,9 @@ def command() -> None:
     is_flag=True,
     help="Serve the cluster images from a registry of the lab's own that requires a password.",
 )
+@click.option(
+    "--s3", is_flag=True, help="Run an S3 server (moto, HTTPS) on the lab network, for etcd snapshots."
+)
 @output_option
 @docker_errors
 def up(
@@ -99,6 +102,7 @@ def up(
     binaries: Path | None,
     user: str,
     private_registry: bool,
+    s3: bool,
     output: str,
 ) -> None:
     """Create lab NAME with N hosts (or start the hosts of an existing one)."""
@@ -112,6 +116,7 @@ def up(
         binaries=binaries,
         user=user,
         private_registry=private_registry,
+        s3=s3,
     )
     if output == "json":
         emit_json(

@@ -123,11 +123,22 @@ class BaseService:
 
 
 @dataclass
+class S3BackupConfig:
+    access_key: str = ""
+    secret_key: str = ""
+    bucket_name: str = ""
+    region: str = ""
+    endpoint: str = ""  # HOST[:PORT], no scheme: always HTTPS, as RKE's snapshot tools
+    custom_ca: str = ""  # PEM of the CA that signed the endpoint's certificate
+    folder: str = ""
+
+
+@dataclass
 class BackupConfig:
     enabled: bool | None = None
     interval_hours: int = 0
     retention: int = 0
-    s3backupconfig: dict[str, str] | None = None
+    s3backupconfig: S3BackupConfig | None = None
     safe_timestamp: bool = False
     timeout: int = 0
 

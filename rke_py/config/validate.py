@@ -11,6 +11,8 @@ import dataclasses
 import re
 from collections.abc import Callable
 
+from cryptography import x509
+
 from rke_py.config import kdm, validate_addons, validate_network, validate_nodes, validate_values, values
 from rke_py.config.findings import Findings, Path, did_you_mean, dotted
 from rke_py.config.mapping import YAML_NAMES
@@ -238,6 +240,33 @@ def _numbers(config: ClusterConfig, findings: Findings) -> None:
             findings.error(path, f"{dotted(path)} {value} is out of range", f"use {low} to {high} {unit}")
 
 
+def _s3(config: ClusterConfig, findings: Findings) -> None:
+    """Where recurring snapshots go: a bucket is required, and a custom CA must be PEM certificates."""
+    backup = config.services.etcd.backup_config
+    s3 = backup.s3backupconfig if backup else None
+    if s3 is None:
+        return
+    base = ("services", "etcd", "backup_config", "s3backupconfig")
+    if not s3.bucket_name:
+        findings.error(
+            base, "s3backupconfig needs bucket_name", "add bucket_name: <the bucket for snapshots>"
+        )
+    if s3.custom_ca and pem_problem(s3.custom_ca):
+        findings.error(
+            (*base, "custom_ca"),
+            f"{dotted((*base, 'custom_ca'))} {pem_problem(s3.custom_ca)}",
+            "paste the PEM text of the CA (-----BEGIN CERTIFICATE----- ...)",
+        )
+
+
+def pem_problem(text: str) -> str | None:
+    try:
+        x509.load_pem_x509_certificates(text.encode())
+    except ValueError:
+        return "is not PEM certificate text"
+    return None
+
+
 # --- accepted but not acted on yet -------------------------------------------------------------------
 
 
@@ -289,6 +318,7 @@ CHECKS: tuple[Callable[[ClusterConfig, Findings], None], ...] = (
     _upgrade_strategy,
     _drain_input,
     _numbers,
+    _s3,
     validate_addons.providers,
     validate_addons.images,
     validate_addons.scheduling,

@@ -56,6 +56,17 @@ RULES: tuple[tuple[str, Check, str], ...] = (
     ("services.etcd.path", values.host_path, 'write the etcd key prefix, e.g. "/"'),
     ("services.etcd.retention", values.duration, 'e.g. "72h"'),
     ("services.etcd.creation", values.duration, 'e.g. "12h"'),
+    *(
+        (f"services.etcd.backup_config.s3backupconfig.{key}", check, hint)
+        for key, check, hint in (
+            ("endpoint", values.endpoint, "e.g. s3.amazonaws.com or minio.example.com:9000"),
+            ("bucket_name", values.bucket, "e.g. etcd-snapshots"),
+            ("region", values.region, "e.g. us-east-1"),
+            ("folder", values.folder, "e.g. clusters/production"),
+            ("access_key", values.text, "remove the control character"),
+            ("secret_key", values.text, "remove the control character"),
+        )
+    ),
     ("services.kubelet.cluster_domain", values.subdomain, "e.g. cluster.local"),
     ("services.kubelet.infra_container_image", values.image, IMAGE_HINT),
     ("authentication.sans.*", values.san, "write an IP address or a DNS name, e.g. api.example.com"),

@@ -38,6 +38,13 @@ IMAGE = re.compile(
     re.ASCII,
 )
 REGISTRY = re.compile(rf"{_REGISTRY}(/{_PATH_COMPONENT})*\Z", re.ASCII)
+ENDPOINT = re.compile(rf"({_REGISTRY}|\[[0-9A-Fa-f:]+\](:[0-9]{{1,5}})?)\Z", re.ASCII)
+# S3 bucket names as AWS defines them (3-63 lowercase letters, digits, '.', '-'), and folders in one.
+BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]\Z", re.ASCII)
+FOLDER = re.compile(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*\Z", re.ASCII)
+REGION = re.compile(r"[a-z0-9-]{1,40}\Z", re.ASCII)
+# A snapshot name becomes a file name on hosts and an S3 key: RKE's names are `<RFC3339>_etcd` or chosen.
+SNAPSHOT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:+-]{0,199}\Z", re.ASCII)
 NAME_RULE = "at most 63 letters, digits, '-', '_', '.'; alphanumeric at both ends"
 BIND_OPTIONS = frozenset(
     {"ro", "rw", "z", "Z", "shared", "rshared", "slave", "rslave", "private", "rprivate", "nocopy"}
@@ -128,6 +135,34 @@ def registry(text: str) -> str | None:
     if "://" in text:
         return "has a URL scheme; a registry is written HOST[:PORT]"
     return None if REGISTRY.match(text) else "is not a registry address (HOST[:PORT])"
+
+
+def endpoint(text: str) -> str | None:
+    if "://" in text:
+        return "has a URL scheme; an S3 endpoint is written HOST[:PORT] and always reached over HTTPS"
+    return None if ENDPOINT.match(text) else "is not HOST[:PORT]"
+
+
+def bucket(text: str) -> str | None:
+    if BUCKET.match(text) and ".." not in text:
+        return None
+    return "is not an S3 bucket name (3-63 lowercase letters, digits, '.', '-')"
+
+
+def folder(text: str) -> str | None:
+    if FOLDER.match(text) and ".." not in text.split("/"):
+        return None
+    return "is not a folder in a bucket (letters, digits, '_', '.', '-', separated by '/'; no leading '/')"
+
+
+def region(text: str) -> str | None:
+    return None if REGION.match(text) else "is not an S3 region"
+
+
+def snapshot_name(text: str) -> str | None:
+    if SNAPSHOT_NAME.match(text) and text not in (".", ".."):
+        return None
+    return "is not a snapshot name (letters, digits and _ . : + -, starting with a letter or digit)"
 
 
 def label_key(text: str) -> str | None:

@@ -8,6 +8,7 @@ API over it), or an in-memory one in tests, so everything from observe to verify
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -32,6 +33,7 @@ from rke_py.hosts.docker_api import HostDocker
 from rke_py.hosts.dockerfiles import DockerFiles
 from rke_py.hosts.hostkeys import HostKeyPolicy, HostKeyStore
 from rke_py.kube.api import KubeAPI, KubeAPIError
+from rke_py.pki.certs import CertKeyPair
 from rke_py.plan.common import KUBE_DIR, host_path
 from rke_py.plan.registries import registry_auth, registry_of
 from rke_py.templating import hostport
@@ -53,7 +55,11 @@ class Connector(Protocol):
 
     def host(self, node: Node) -> HostConnection: ...
 
-    def kube_api(self, servers: list[str]) -> KubeAPI: ...
+    def kube_api(
+        self, servers: list[str], identity: tuple[CertKeyPair, CertKeyPair] | None = None
+    ) -> KubeAPI:
+        """`identity`: the CA and client certificate to ask with, the cluster's admin when None."""
+        ...
 
     def learned_host_keys(self) -> dict[str, str]: ...
 
@@ -88,9 +94,11 @@ class SSHConnector:
     def host(self, node: Node) -> HostConnection:
         return self.connections.host(ssh_target(node, self.desired.config), node.docker_socket)
 
-    def kube_api(self, servers: list[str]) -> KubeAPI:
-        bundle = self.desired.bundle
-        return KubeAPI(servers, bundle["kube-ca"], bundle["kube-admin"], self._dial)
+    def kube_api(
+        self, servers: list[str], identity: tuple[CertKeyPair, CertKeyPair] | None = None
+    ) -> KubeAPI:
+        ca, client = identity or (self.desired.bundle["kube-ca"], self.desired.bundle["kube-admin"])
+        return KubeAPI(servers, ca, client, self._dial)
 
     def _dial(self, host: str, port: int) -> paramiko.Channel:
         """A channel from the controlplane node at `host` to its own apiserver, on the node's loopback (its
@@ -123,11 +131,15 @@ class Session:
     def __exit__(self, *exc: object) -> None:
         self.connector.close()
 
-    def connect(self, *, tolerate: bool = False, workers: int = 0) -> None:
-        """Connect and observe every host in parallel. A failure stops the run before any change, unless
-        `tolerate` (status: an unreachable host is a finding, not a reason to stop looking), or unless only
-        worker-only hosts failed and no more than `workers` of them (RKE's max_unavailable_worker)."""
-        results, errors = for_each(self.desired.config.nodes, self._connect_one, self.options.concurrency)
+    def connect(
+        self, *, tolerate: bool = False, workers: int = 0, nodes: Sequence[Node] | None = None
+    ) -> None:
+        """Connect and observe every host (or only `nodes`) in parallel. A failure stops the run before any
+        change, unless `tolerate` (status: an unreachable host is a finding, not a reason to stop looking),
+        or unless only worker-only hosts failed and no more than `workers` of them (RKE's
+        max_unavailable_worker)."""
+        wanted = self.desired.config.nodes if nodes is None else nodes
+        results, errors = for_each(wanted, self._connect_one, self.options.concurrency)
         self.targets = {node.address: target for node, target in results}
         self.unreachable = errors
         roles = {n.address: n for n in self.desired.config.nodes}
@@ -144,6 +156,8 @@ class Session:
                     f"upgrade_strategy.max_unavailable_worker allows ({workers}); nothing was changed",
                 )
             raise error
+        if nodes is not None:
+            return
         gone, lost = for_each(self.desired.removed, self._connect_one, self.options.concurrency)
         self.removed_targets = {node.address: target for node, target in gone}
         for error in lost:  # as RKE: a removed host that cannot be reached is left as it is
@@ -191,9 +205,9 @@ class Session:
         ]
 
     def object_actions(self, running: bool = True) -> list[ApplyObject]:
-        return object_actions(self.desired.objects, self._find if running else None)
+        return object_actions(self.desired.objects, self.find if running else None)
 
-    def _find(self, obj: dict[str, Any]) -> dict[str, Any] | None:
+    def find(self, obj: dict[str, Any]) -> dict[str, Any] | None:
         api = self.kube_api()
         try:
             return api.find(api.object_path(obj))
@@ -221,7 +235,7 @@ class Session:
         for addon in addons:
 
             def current(obj: dict[str, Any]) -> dict[str, Any] | None:
-                return labelled.get(identity(obj)) or self._find(obj)
+                return labelled.get(identity(obj)) or self.find(obj)
 
             actions += object_actions(addon.objects, current, "addons", addon.name)
             had = [o for o in labelled.values() if o["metadata"]["labels"].get(ADDON_LABEL) == addon.name]

@@ -1,7 +1,7 @@
 """`up` and `plan`: one list of phases, run for real or as a dry run.
 
 connect → preflight → prepare hosts (in the background) → etcd → control plane → kubeconfig → RBAC →
-worker plane → hosts that left → state → node labels and taints → add-ons → verify.
+worker plane → hosts that left → state (file, then the cluster) → node labels and taints → add-ons → verify.
 """
 
 from __future__ import annotations
@@ -16,8 +16,10 @@ from rke_py.config.schema import ClusterConfig, Node
 from rke_py.deploy import actions as a
 from rke_py.deploy import rolling
 from rke_py.deploy.apply import Applier, Target
+from rke_py.deploy.clusterstate import state_secret
 from rke_py.deploy.desired import Desired
 from rke_py.deploy.nodesync import node_actions
+from rke_py.deploy.objects import object_actions
 from rke_py.deploy.parallel import for_each
 from rke_py.deploy.phases import Phase, run_phases
 from rke_py.deploy.preflight import preflight
@@ -27,6 +29,7 @@ from rke_py.errors import ApplyError, HostError, PreflightError
 from rke_py.plan import nginx_proxy
 from rke_py.plan.components import PLANES
 from rke_py.plan.registries import registry_auth
+from rke_py.state import state_to_json
 from rke_py.verify.checks import Report
 
 log = logging.getLogger("rke_py.deploy")
@@ -335,6 +338,24 @@ class SaveState(Phase):
         save_state(self.r.desired, current=self.current)
 
 
+class StoreState(Phase):
+    """The state just saved, also in the cluster (RKE's `full-cluster-state` Secret): `util
+    get-state-file` and the recurring snapshots read it back when the local file is lost."""
+
+    key, title = "objects", "storing the cluster state in the cluster"
+
+    def __init__(self, run: Run):
+        self.r = run
+
+    def has_work(self) -> bool:
+        return True
+
+    def run(self) -> None:
+        secret = state_secret(state_to_json(self.r.desired.state))
+        for action in object_actions([secret], self.r.session.find):
+            self.r.applier.execute(action)
+
+
 class ApplyObjects(Phase):
     """The objects rke-py keeps in the API (RBAC first: without it no kubelet can register), re-read just
     before they are applied, as soon as the control plane answers."""
@@ -471,6 +492,7 @@ def up_phases(run: Run) -> list[Phase]:
         worker,
         RemovedHosts(run),
         SaveState(run, current=True),
+        StoreState(run),
         SyncNodes(run),
         Addons(run),
         Verify(run),

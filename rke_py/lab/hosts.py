@@ -30,6 +30,7 @@ from rke_py.config import values
 from rke_py.errors import UsageError
 from rke_py.files import write_private_file
 from rke_py.lab import clusteryml, images, keys, registry, subnets
+from rke_py.lab import s3 as lab_s3
 from rke_py.lab.images import LabImage, Progress, lab_file
 from rke_py.lab.state import (
     CLUSTER_FILE,
@@ -53,6 +54,7 @@ HOST_SECURITY_OPT = ["seccomp=unconfined", "apparmor=unconfined"]
 FIRST_HOST_OCTET = 11
 REGISTRY_OCTET = 2
 PRIVATE_REGISTRY_OCTET = 3
+S3_OCTET = 4
 READY_TIMEOUT = 90.0
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,30}$")
 _OUR_FILES = (STATE_FILE, KEY_FILE, KEY_FILE + ".pub", KNOWN_HOSTS_FILE, CLUSTER_FILE)
@@ -262,11 +264,13 @@ def up(
     binaries: Path | None = None,
     user: str = "root",
     private_registry: bool = False,
+    s3: bool = False,
 ) -> Lab:
     """Bring up (or complete) lab `name` with `nodes` hosts; return it once every host answers. With
     `binaries` (real Kubernetes server binaries and cri-dockerd) the cluster images run them. With a
     `user` other than root, cluster.yml logs in as that user, who may use Docker but is not root. With
-    `private_registry` the cluster pulls from a registry of its own that requires a password."""
+    `private_registry` the cluster pulls from a registry of its own that requires a password. With `s3`
+    the lab has an S3 server (moto) for etcd snapshots."""
     _check_name(name)
     if values.user(user) or user == "docker":
         raise UsageError(f"--user {user!r} is not a login name rke-py's lab can create")
@@ -277,10 +281,16 @@ def up(
     path = state_dir(name, directory)
     if (path / STATE_FILE).exists():
         lab = Lab.load(path)
-        if len(lab.hosts) != nodes or lab.user != user or bool(lab.private_registry) != private_registry:
+        if (
+            len(lab.hosts) != nodes
+            or lab.user != user
+            or bool(lab.private_registry) != private_registry
+            or bool(lab.s3_endpoint) != s3
+        ):
             raise LabError(
                 f"lab {name!r} exists with {len(lab.hosts)} nodes, user {lab.user} and"
-                f" {'a' if lab.private_registry else 'no'} password-protected registry;"
+                f" {'a' if lab.private_registry else 'no'} password-protected registry"
+                f" and {'an' if lab.s3_endpoint else 'no'} S3 server;"
                 f" `rke-py lab down --name {name}` first"
             )
     else:
@@ -290,8 +300,11 @@ def up(
             base = ipaddress.IPv4Network(lab.subnet).network_address
             lab.private_registry = f"{base + PRIVATE_REGISTRY_OCTET}:{registry.PORT}"
             lab.registry_user, lab.registry_password = "lab", secrets.token_urlsafe(18)
+        if s3:
+            lab_s3.configure(lab, str(ipaddress.IPv4Network(lab.subnet).network_address + S3_OCTET))
     progress("checking lab images")
-    built = images.ensure_images(client, progress=progress, binaries=binaries)
+    names = (*images.BASE_IMAGES, "s3") if lab.s3_endpoint else images.BASE_IMAGES
+    built = images.ensure_images(client, names, progress=progress, binaries=binaries)
     lab.images = {n: built[n].ref for n in images.CLUSTER_IMAGES}
     lab.kubernetes_version = version
     reg = registry.ensure(client, built["registry"], progress)
@@ -311,6 +324,8 @@ def up(
                 client, built["registry"], name, address, lab.registry_user, lab.registry_password, progress
             )
             registry.push(client, private, [built[n] for n in images.CLUSTER_IMAGES], progress, auth)
+        if lab.s3_endpoint:
+            lab_s3.ensure(client, built["s3"], lab, progress)
         known = [line for future in futures for line in future.result()]
     lab.known_hosts.write_text("".join(line + "\n" for line in known))
     write_private_file(lab.cluster_yml, clusteryml.render(lab))  # it may hold a registry password

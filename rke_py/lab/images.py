@@ -9,7 +9,10 @@ recipe's changes and `RECIPE_VERSION`), so a build is skipped when nothing chang
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import sys
+import sysconfig
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,6 +43,7 @@ IPTABLES_TOOLS = (
 PYTHON = "/usr/bin/python3.11"
 PYTHON_STDLIB = "/usr/lib/python3.11"
 _PYTHON_SKIP_TOP = {"test", "idlelib", "tkinter", "ensurepip", "turtledemo", "lib2to3", "pydoc_data"}
+_PYTHON_SKIP_TOP |= {"site-packages", "dist-packages"}  # installed packages are added one by one
 
 Progress = Callable[[str], None]
 
@@ -168,6 +172,67 @@ def rke_tools_rootfs(binaries: Path | None = None) -> tuple[Rootfs, list[str]]:
     return r, [f"ENV PATH={PATH}", "VOLUME /opt/rke-tools", 'CMD ["/bin/sh"]']
 
 
+def _python(r: Rootfs, executable: str = PYTHON, stdlib: str = PYTHON_STDLIB) -> None:
+    """A Python interpreter and its standard library (no installed packages), as `python3` too."""
+    r.binary(executable)
+    r.symlink("/usr/bin/python3", executable)
+    r.tree(stdlib, stdlib, skip=_skip_python)
+    for path in sorted(Path(stdlib, "lib-dynload").glob("*.so")):
+        r.libraries(str(path))
+
+
+def _distributions(r: Rootfs, name: str, extras: tuple[str, ...] = ()) -> None:
+    """Installed distribution `name` and everything it requires (with `extras`), at their paths here."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    seen: set[str] = set()
+
+    def add(name: str, extras: tuple[str, ...]) -> None:
+        key = name.lower().replace("_", "-")
+        if key in seen:
+            return
+        seen.add(key)
+        dist = metadata.distribution(name)
+        for entry in dist.files or []:
+            path = Path(dist.locate_file(entry))
+            if ".." not in entry.parts and "__pycache__" not in entry.parts and path.is_file():
+                r.file(str(path), source=str(path), mode=0o755 if os.access(path, os.X_OK) else 0o644)
+                if path.suffix == ".so":
+                    r.libraries(str(path))
+        for text in dist.requires or []:
+            req = Requirement(text)
+            if req.marker is None or any(req.marker.evaluate({"extra": e}) for e in (*extras, "")):
+                add(req.name, tuple(req.extras))
+
+    add(name, extras)
+
+
+def s3_rootfs() -> tuple[Rootfs, list[str]]:
+    """moto's S3 server (the `lab` extra) on the Python that runs rke-py, which has it installed."""
+    try:
+        import moto  # noqa: F401
+    except ImportError:
+        raise LabError(
+            "the lab's S3 server is moto, which is not installed: pip install 'rke-py[lab]'"
+            " (scripts/bootstrap installs it too)"
+        ) from None
+    executable = os.path.realpath(sys.executable)
+    r = Rootfs()
+    _python(r, executable, sysconfig.get_paths()["stdlib"])
+    _distributions(r, "moto", ("s3",))
+    for extra in ("flask", "flask-cors"):  # moto's server, beside the S3 backend
+        _distributions(r, extra)
+    r.busybox()
+    _etc(r, [], [])
+    r.dir("/etc/lab-s3", 0o700)
+    r.dir("/tmp", 0o1777)
+    command = [executable, "-m", "moto.server", "-H", "0.0.0.0", "-p", "9000"]
+    command += ["-c", "/etc/lab-s3/cert.pem", "-k", "/etc/lab-s3/key.pem"]
+    return r, [f"ENV PATH={PATH}", "ENV PYTHONUNBUFFERED=1", f"CMD {json.dumps(command)}"]
+
+
 def _skip_python(rel: str) -> bool:
     parts = rel.split(os.sep)
     return (
@@ -189,11 +254,7 @@ def hyperkube_rootfs(binaries: Path | None = None) -> tuple[Rootfs, list[str]]:
     if binaries is not None:
         return real_hyperkube_rootfs(binaries)
     r = Rootfs()
-    r.binary(PYTHON)
-    r.symlink("/usr/bin/python3", "python3.11")
-    r.tree(PYTHON_STDLIB, PYTHON_STDLIB, skip=_skip_python)
-    for path in sorted(Path(PYTHON_STDLIB, "lib-dynload").glob("*.so")):
-        r.libraries(str(path))
+    _python(r)
     r.busybox()
     _etc(r, [], [])
     package = Path(__file__).parent.parent
@@ -265,7 +326,9 @@ RECIPES: dict[str, Callable[..., tuple[Rootfs, list[str]]]] = {
     "hyperkube": hyperkube_rootfs,
     "pause": pause_rootfs,
     "registry": registry_rootfs,
+    "s3": s3_rootfs,
 }
+BASE_IMAGES = tuple(name for name in RECIPES if name != "s3")  # every lab; the S3 server when asked
 # What a lab cluster's hosts pull; the host and registry images run on this machine only.
 CLUSTER_IMAGES = ("etcd", "rke-tools", "hyperkube", "pause")
 
@@ -310,7 +373,7 @@ def _prune_superseded(client: docker.DockerClient, image: LabImage) -> None:
 
 def ensure_images(
     client: docker.DockerClient,
-    names: tuple[str, ...] = tuple(RECIPES),
+    names: tuple[str, ...] = BASE_IMAGES,
     progress: Progress = lambda _: None,
     binaries: Path | None = None,
 ) -> dict[str, LabImage]:

@@ -60,6 +60,13 @@ class Lab:
     private_registry: str = ""
     registry_user: str = ""
     registry_password: str = ""
+    # With an S3 server (moto): where hosts and this machine reach it over HTTPS, its keys and CA.
+    s3_endpoint: str = ""
+    s3_bucket: str = ""
+    s3_access_key: str = ""
+    s3_secret_key: str = ""
+    s3_ca: str = ""
+    s3_server: tuple[str, str] = ("", "")  # its certificate and key
 
     @property
     def network(self) -> str:
@@ -92,6 +99,7 @@ class Lab:
             ) from None
         data["dir"] = Path(data["dir"])
         data["hosts"] = [LabHost(**h) for h in data["hosts"]]
+        data["s3_server"] = tuple(data.get("s3_server", ("", "")))
         return cls(**data)
 
 
