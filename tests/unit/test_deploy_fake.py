@@ -186,10 +186,11 @@ def test_plan_lists_a_node_label_change_and_up_applies_it(tmp_path):
     assert cluster.plan().changed == 0
 
 
-def test_leftovers_go_and_rke_snapshots_stay_until_remove(tmp_path):
+def test_leftovers_go_and_rke_recurring_snapshots_are_taken_over(tmp_path):
     cluster = Cluster(tmp_path)
     cluster.up()
     docker = cluster.host("10.0.0.3").docker
+    docker.remove("etcd-rolling-snapshots")  # RKE's own instead of rke-py's, as on a host taken over
     rke_label = {"io.rancher.rke.container.name": ""}
     for name in ("cert-deployer", "etcd-rolling-snapshots", "someone-elses"):
         docker.images.add("rke-tools")
@@ -197,9 +198,10 @@ def test_leftovers_go_and_rke_snapshots_stay_until_remove(tmp_path):
         docker._find(name).labels = {k: name for k in rke_label}
     docker.rename("kube-proxy", "old-kube-proxy")  # parked, and nothing replaced it: put back as it is
     result = cluster.up()
-    assert [(a.kind, a.target) for a in result.host_actions["10.0.0.3"]] == [
-        ("remove", "cert-deployer"),
-        ("restore", "kube-proxy"),
+    assert [(a.kind, a.target, a.reason) for a in result.host_actions["10.0.0.3"]] == [
+        ("remove", "cert-deployer", "RKE's one-shot helper, left over from an RKE run"),
+        ("restore", "kube-proxy", "an interrupted replace left it parked and its replacement missing"),
+        ("replace", "etcd-rolling-snapshots", "not started by rke-py"),
     ]
     assert {"etcd-rolling-snapshots", "someone-elses", "kube-proxy"} <= set(docker.names())
     removed = cluster.remove()

@@ -86,10 +86,10 @@ def test_a_changed_file_is_rewritten_and_only_present_images_are_skipped():
     assert kinds(diff_host(plan, facts)) == [("write-file", CONF.path)]
 
 
-def test_leftovers_are_removed_but_rke_snapshots_and_foreign_containers_are_not_touched():
+def test_leftovers_are_removed():
     plan = worker_plan()
     facts = matching_facts(plan)
-    for name in ("old-kubelet", "cert-deployer", "etcd-rolling-snapshots"):
+    for name in ("old-kubelet", "cert-deployer"):
         facts.others[name] = ObservedContainer(name, "id-" + name, "i", False, "")
     actions = diff_host(plan, facts)
     assert [(a.kind, a.target, a.reason) for a in actions] == [

@@ -26,6 +26,7 @@ FIXTURES = Path(__file__).parent.parent / "fixtures" / "plan"
 CASES = [p.stem for p in fixture_cases(FIXTURES)]
 WORKER_PLANE = {"service-sidekick", "kubelet", "kube-proxy"}
 CONTROL_PLANE = {"kube-apiserver", "kube-controller-manager", "kube-scheduler"}
+ETCD_PLANE = ["etcd", "etcd-rolling-snapshots"]  # recurring snapshots are on unless turned off
 
 
 def config_of(name: str) -> ClusterConfig:
@@ -63,7 +64,7 @@ def test_each_node_runs_exactly_the_containers_its_roles_need(name: str) -> None
     for node in plan_of(name).nodes:
         expected = set(WORKER_PLANE)
         if "etcd" in node.roles:
-            expected.add("etcd")
+            expected |= set(ETCD_PLANE)
         if "controlplane" in node.roles:
             expected |= CONTROL_PLANE
         else:
@@ -74,12 +75,60 @@ def test_each_node_runs_exactly_the_containers_its_roles_need(name: str) -> None
 @pytest.mark.parametrize("name", CASES)
 def test_planes_hold_their_components_in_start_order(name: str) -> None:
     for node in plan_of(name).nodes:
-        assert [c.name for c in node.in_plane("etcd")] == (["etcd"] if "etcd" in node.roles else [])
+        assert [c.name for c in node.in_plane("etcd")] == (ETCD_PLANE if "etcd" in node.roles else [])
         # The sidekick is created before the first container that takes volumes from it.
         cp = ["service-sidekick", "kube-apiserver", "kube-controller-manager", "kube-scheduler"]
         assert [c.name for c in node.in_plane("control")] == (cp if "controlplane" in node.roles else [])
         first = [] if "controlplane" in node.roles else ["nginx-proxy", "service-sidekick"]
         assert [c.name for c in node.in_plane("worker")] == [*first, "kubelet", "kube-proxy"]
+
+
+@pytest.mark.parametrize(
+    "settings", [{"snapshot": False}, {"backup_config": {"enabled": False}}], ids=["snapshot", "enabled"]
+)
+def test_recurring_snapshots_can_be_turned_off(settings: dict) -> None:
+    config = config_of("single-node")
+    etcd = config.services.etcd
+    etcd.snapshot = settings.get("snapshot", True)
+    if "backup_config" in settings:
+        assert etcd.backup_config is not None
+        etcd.backup_config.enabled = False
+    node = build_plan(config, bundle_of("single-node")).nodes[0]
+    assert [c.name for c in node.in_plane("etcd")] == ["etcd"]
+
+
+def test_recurring_snapshots_take_rkes_command_and_keep_s3_keys_out_of_it() -> None:
+    config = load_text(
+        textwrap.dedent(
+            """
+            nodes: [{address: 10.0.0.1, user: root, role: [etcd, controlplane, worker]}]
+            services:
+              etcd:
+                backup_config:
+                  interval_hours: 6
+                  retention: 4
+                  s3backupconfig:
+                    endpoint: minio.example.com:9000
+                    bucket_name: snaps
+                    access_key: AKIDEXAMPLE
+                    secret_key: wJalrXUtnFEMIexample
+                    folder: prod
+            """
+        ),
+        "cluster.yml",
+    ).config
+    spec = container(build_plan(config, build_bundle(config)).nodes[0], "etcd-rolling-snapshots")
+    assert spec.command[:3] == ("/opt/rke-tools/rke-etcd-backup", "etcd-backup", "save")
+    assert {
+        "--creation=6h",
+        "--retention=24h",
+        "--s3-backup=true",
+        "--s3-endpoint=minio.example.com:9000",
+    } <= set(spec.command)
+    assert {"--s3-bucketName=snaps", "--s3-folder=prod", "--endpoints=10.0.0.1:2379"} <= set(spec.command)
+    assert not any("wJalrXUtnFEMIexample" in part or "AKIDEXAMPLE" in part for part in spec.command)
+    assert "S3_SECRET_KEY=d0phbHJYVXRuRkVNSWV4YW1wbGU=" in spec.env  # base64, as RKE passes it
+    assert "S3_SECRET_KEY=(secret)" in spec.shown_env()
 
 
 def test_sidekick_is_created_but_never_started() -> None:
