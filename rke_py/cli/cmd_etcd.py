@@ -86,7 +86,8 @@ def s3_target(desired: Desired, use_s3: bool, **flags: str | None) -> S3Target |
     """cluster.yml's s3backupconfig with each flag given replacing its value, or None without --s3."""
     ca_file = flags.pop("s3_endpoint_ca")
     if not use_s3:
-        if ca_file or any(flags.values()):
+        given = [k for k, v in flags.items() if v and k not in ("access_key", "secret_key")]  # env may set
+        if ca_file or given:
             raise UsageError("S3 options need --s3")
         return None
     backup = desired.config.services.etcd.backup_config

@@ -20,6 +20,7 @@ from pathlib import Path
 from ruamel.yaml import YAML
 
 from rke_py.config.schema import Node
+from rke_py.deploy import rolling
 from rke_py.deploy.clusterstate import NAME, NAMESPACE, state_from_secret
 from rke_py.deploy.clusterstate import PATH as STATE_SECRET_PATH
 from rke_py.deploy.desired import Desired, prepare
@@ -90,6 +91,25 @@ class _Connect(Phase):
         self.session.connect(tolerate=True, nodes=self.session.desired.config.hosts("etcd"))
         if not self.session.targets:
             raise combined(self.session.unreachable, ConnectError)
+        for error in self.session.unreachable:
+            log.warning("%s: skipped: %s", error.host, error.detail)
+
+
+class _ConnectAll(Phase):
+    """Every host: a restore restarts the Kubernetes components everywhere. Unreachable workers are
+    skipped within max_unavailable_worker, as by `up`."""
+
+    key, title, reads = "connect", "connecting to every host", True
+
+    def __init__(self, session: Session):
+        self.session = session
+
+    def run(self) -> None:
+        config = self.session.desired.config
+        allowed = rolling.max_unavailable(
+            config.upgrade_strategy.max_unavailable_worker, len(config.hosts("worker"))
+        )
+        self.session.connect(workers=allowed)
         for error in self.session.unreachable:
             log.warning("%s: skipped: %s", error.host, error.detail)
 
@@ -219,12 +239,11 @@ def restore(
     desired = prepare(config_path, strict=strict)
     result = Restored(name, "", "")
     with Session(desired, options) as session:
-        run_phases([_Connect(session)], on_phase=on_phase)
-        missing = [n.address for n in desired.config.hosts("etcd") if n.address not in session.targets]
-        if missing:
-            raise combined(session.unreachable, ConnectError)
+        run_phases([_ConnectAll(session)], on_phase=on_phase)
         snapshot = _fetch(session, name, target, result)
         state = _state_for(snapshot, desired, result)
+        # The host keys this run trusted, not those pinned when the snapshot was taken: the hosts may be new.
+        state.host_keys = {**desired.state.host_keys, **session.connector.learned_host_keys()}
         etcd_hosts = [n.address for n in desired.config.hosts("etcd")]
         question = (
             f"Restore snapshot {name} (from {result.source}) into the etcd members on "

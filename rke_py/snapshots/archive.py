@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import io
 import zipfile
+import zlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -85,7 +86,7 @@ def unpack(name: str, data: bytes, where: str) -> Snapshot:
             db = archive.read(found[name])
             state_entry = found.get(f"{name}.rkestate")
             state = archive.read(state_entry).decode() if state_entry else None
-    except (zipfile.BadZipFile, EOFError, UnicodeDecodeError, OSError) as exc:
+    except (zipfile.BadZipFile, zlib.error, EOFError, UnicodeDecodeError, OSError) as exc:
         raise SnapshotError(f"{where}: not a readable snapshot archive ({exc})") from exc
     check_db(db, where)
     return Snapshot(name, db, state)

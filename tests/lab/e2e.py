@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -42,14 +43,15 @@ def own_lab(tmp_path_factory, suffix: str, nodes: int, **options: Any) -> Iterat
         hosts.down(made.name, str(made.dir))
 
 
-def rke_py(*args: str, timeout: float = 600) -> Run:
-    """`rke-py ARGS` as a user runs it: a new process, stdin not a terminal."""
+def rke_py(*args: str, timeout: float = 600, env: dict[str, str] | None = None) -> Run:
+    """`rke-py ARGS` as a user runs it: a new process, stdin not a terminal; `env` adds to its environment."""
     done = subprocess.run(
         [sys.executable, "-m", "rke_py", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
         stdin=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
     )
     return Run(done.returncode, done.stdout, done.stderr)
 
