@@ -18,6 +18,7 @@ from rke_py.config.mapping import RENAMES, YAML_NAMES
 from rke_py.config.schema import ClusterConfig
 
 Check = Callable[[str], "str | None"]
+SECRETS = {"password", "secret_key"}  # keys whose values a message never quotes
 
 HOST_HINT = "write an IP address or a DNS name, e.g. 10.0.0.11 or node1.example.com"
 PATH_HINT = "write an absolute path such as /opt/rke"
@@ -119,7 +120,8 @@ def check_values(config: ClusterConfig, findings: Findings) -> None:
             problem = value and path in findings.positions and check(value)
             if problem:
                 what = f"{dotted(path[:-1])} key" if keys else dotted(path)
-                findings.error(path, f'{what} "{excerpt(value)}" {problem}', hint)
+                shown = "(not shown)" if path[-1] in SECRETS else f'"{excerpt(value)}"'
+                findings.error(path, f"{what} {shown} {problem}", hint)
 
 
 def values_at(node: Any, pattern: tuple[str, ...], path: Path = ()) -> Iterator[tuple[Path, str]]:
