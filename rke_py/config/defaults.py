@@ -176,11 +176,13 @@ def _etcd(config: ClusterConfig) -> None:
     etcd = config.services.etcd
     if etcd.snapshot is None:
         etcd.snapshot = True
+    # The older `creation`/`retention` durations rule the recurring snapshots when the file has them and no
+    # backup_config; otherwise backup_config's defaults do (every 12 hours, 6 kept).
+    if etcd.backup_config is None and etcd.snapshot and not (etcd.creation or etcd.retention):
+        etcd.backup_config = BackupConfig()
     etcd.retention = etcd.retention or ETCD_RETENTION
     etcd.creation = etcd.creation or ETCD_CREATION
     etcd.extra_args = {**ETCD_EXTRA_ARGS, **etcd.extra_args}
-    if etcd.backup_config is None and etcd.snapshot:
-        etcd.backup_config = BackupConfig()
     if etcd.backup_config is not None:
         _backup_config(etcd.backup_config)
 

@@ -131,6 +131,15 @@ def test_recurring_snapshots_take_rkes_command_and_keep_s3_keys_out_of_it() -> N
     assert "S3_SECRET_KEY=(secret)" in spec.shown_env()
 
 
+def test_the_older_creation_and_retention_keys_rule_when_there_is_no_backup_config() -> None:
+    config = load_text(
+        "nodes: [{address: 10.0.0.1, user: root, role: [etcd, controlplane, worker]}]\n"
+        "services: {etcd: {creation: 30m, retention: 2h}}\n"
+    ).config
+    spec = container(build_plan(config, build_bundle(config)).nodes[0], "etcd-rolling-snapshots")
+    assert spec.command[-2:] == ("--retention=2h", "--creation=30m")
+
+
 def test_sidekick_is_created_but_never_started() -> None:
     sidekick = container(plan_of("single-node").nodes[0], "service-sidekick")
     assert (sidekick.start, sidekick.network_mode, sidekick.restart_policy) == (False, "none", "")
