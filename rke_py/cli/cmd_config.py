@@ -80,6 +80,22 @@ MAX_SSH_CONFIG = 1024 * 1024  # `vagrant ssh-config` prints a few hundred bytes 
     "--print", "-p", "to_stdout", is_flag=True, help="Write the configuration to stdout, not to a file."
 )
 @click.option("--force", is_flag=True, help="Overwrite the file if it exists.")
+@click.option(
+    "--list-version",
+    "-l",
+    is_flag=True,
+    help="Print the default Kubernetes version (--all: every line's newest).",
+)
+@click.option(
+    "--system-images",
+    "-s",
+    is_flag=True,
+    help="Print the system images of a version (--all: of every version).",
+)
+@click.option(
+    "--all", "-a", "every", is_flag=True, help="With --list-version or --system-images: all versions."
+)
+@click.option("--version", "version", metavar="VERSION", help="With --system-images: this version's images.")
 def command(
     name: str,
     node_specs: tuple[str, ...],
@@ -88,8 +104,18 @@ def command(
     vagrant_ssh_config: str | None,
     to_stdout: bool,
     force: bool,
+    list_version: bool,
+    system_images: bool,
+    every: bool,
+    version: str | None,
 ) -> None:
-    """Write a commented cluster.yml (mode 0640) that rke-py up accepts."""
+    """Write a commented cluster.yml (mode 0640) that rke-py up accepts; or, as `rke config`, list the
+    Kubernetes versions rke-py knows (-l) and their system images (-s)."""
+    if list_version or system_images:
+        _print_versions(list_version, every, version)
+        return
+    if every or version:
+        raise UsageError("--all and --version go with --list-version or --system-images")
     from_vagrant = vagrant_dir is not None or vagrant_ssh_config is not None
     if node_specs and from_vagrant:
         raise UsageError("--node and --from-vagrant both describe the nodes; use one of them")
@@ -116,6 +142,26 @@ def command(
         return
     write_config_file(name, text, force=force)
     click.echo(f"Wrote {name} ({summary(loaded.config)}). Next: rke-py up --config {shlex.quote(name)}")
+
+
+def _print_versions(list_version: bool, every: bool, version: str | None) -> None:
+    """RKE's `config -l [-a]` and `config -s [-a] [--version V]`: versions one per line; images sorted and
+    unique, each version's preceded by a line naming it when there are several."""
+    if list_version:
+        for line in kdm.latest_per_minor() if every else [kdm.DEFAULT_K8S_VERSION]:
+            click.echo(line)
+        return
+    chosen = kdm.versions() if every else [version or kdm.DEFAULT_K8S_VERSION]
+    for wanted in chosen:
+        images = kdm.system_images(wanted)
+        if images is None:
+            raise UsageError(
+                f"rke-py has no system images for {wanted}; `rke-py config -l -a` lists its versions' lines"
+            )
+        if every:
+            click.echo(f"# images of {wanted}")
+        for image in sorted(set(images.values())):
+            click.echo(image)
 
 
 def _describe(

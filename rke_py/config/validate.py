@@ -149,7 +149,7 @@ def _version_and_images(config: ClusterConfig, findings: Findings) -> None:
         findings.error(
             path,
             f"rke-py has no images for {version}; system_images must name {', '.join(missing)}",
-            f"set those keys under system_images, or use one of {', '.join(kdm.versions())}",
+            "set those keys under system_images, or use a version `rke-py config --list-version --all` lists",
         )
 
 

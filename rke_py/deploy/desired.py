@@ -10,8 +10,9 @@ from rke_py import config as config_pkg
 from rke_py.addons import Addon
 from rke_py.addons import build as build_addons
 from rke_py.config.schema import ClusterConfig, Node
+from rke_py.config.upgrade import version_problems
 from rke_py.deploy.reconcile import joining_etcd_nodes, removed_nodes
-from rke_py.errors import Problem
+from rke_py.errors import ConfigError, Problem
 from rke_py.pki.bundle import Bundle, build_bundle
 from rke_py.plan import build_plan
 from rke_py.plan.components import REGISTRY, Component
@@ -44,6 +45,10 @@ def prepare(
     config_path = Path(config_path)
     loaded = config_pkg.load(config_path, strict=strict)
     state = read_state(state_path_for(config_path)) or ClusterState()
+    running = str(state.current.rke_config.get("kubernetesVersion") or "")
+    problems = version_problems(loaded.config, running, str(config_path))
+    if problems:
+        raise ConfigError(problems)
     previous = state.desired.certificates or state.current.certificates
     bundle = build_bundle(loaded.config, previous or None)
     applied = nodes_from_rke_json(state.current.rke_config)
