@@ -6,7 +6,7 @@ import time
 import urllib.parse
 from typing import Any
 
-from rke_py.kube.api import KubeAPI, KubeAPIError
+from rke_py.kube.api import KubeAPI, KubeAPIError, node_ready
 
 MIRROR = "kubernetes.io/config.mirror"  # static pods' mirrors cannot be evicted
 
@@ -18,9 +18,7 @@ def cordon(api: KubeAPI, name: str, unschedulable: bool) -> None:
 def wait_ready(api: KubeAPI, name: str, timeout: float, pause: float = 2) -> None:
     deadline = time.monotonic() + timeout
     while True:
-        node = api.find(f"/api/v1/nodes/{name}") or {}
-        conditions = (node.get("status") or {}).get("conditions") or []
-        if any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
+        if node_ready(api.find(f"/api/v1/nodes/{name}") or {}):
             return
         if time.monotonic() > deadline:
             raise KubeAPIError(f"node {name} is not Ready after {timeout:.0f}s", 0)

@@ -18,6 +18,7 @@ from typing import Any
 
 from rke_py.config.schema import ClusterConfig, Node
 from rke_py.deploy import actions as a
+from rke_py.kube.api import node_ready
 from rke_py.plan import kube_apiserver, nginx_proxy
 from rke_py.plan.model import FileSpec
 
@@ -40,6 +41,7 @@ def max_unavailable(value: str, hosts: int) -> int:
 class Batch:
     nodes: list[Node]
     rolling: bool  # running containers are replaced: health-gated, and Nodes cordoned in the worker plane
+    not_ready: bool = False  # workers already NotReady: changed first, neither cordoned nor waited for
     before: list[a.ClusterAction] = field(default_factory=list)  # cordon, drain
     after: list[a.ClusterAction] = field(default_factory=list)  # uncordon
     # proxies taking the batch's apiservers out of rotation (before) and back (after): node address, action
@@ -68,9 +70,14 @@ def schedule(
     host_actions: dict[str, list[a.HostAction]],
     registered: dict[str, dict[str, Any]] | None,
     proxies: Sequence[Node] = (),
+    unreachable: int = 0,
 ) -> list[Batch]:
     """The batches of `plane`, in order: new containers only first (together), then the rolling batches,
-    controlplane hosts before the others. `proxies`: nodes whose running nginx-proxy is kept."""
+    controlplane hosts before the others. `proxies`: nodes whose running nginx-proxy is kept.
+
+    As RKE, workers that are NotReady already are changed first, all together (they serve nothing now), and
+    count against max_unavailable_worker with the `unreachable` ones: the other batches are that much
+    smaller (at least 1)."""
     changing = [n for n in nodes if any(x.phase == plane for x in host_actions.get(n.address, []))]
     fresh = [
         n
@@ -80,18 +87,38 @@ def schedule(
     rolling = [n for n in changing if n not in fresh]
     strategy = config.upgrade_strategy
     control = [n for n in rolling if n.has("controlplane")]
-    others = [n for n in rolling if not n.has("controlplane")]
+    down = set(not_ready(config, nodes, registered))
+    others = [n for n in rolling if not n.has("controlplane") and n.address not in down]
     size_cp = max_unavailable(strategy.max_unavailable_controlplane, len(config.hosts("controlplane")))
     size_w = max_unavailable(strategy.max_unavailable_worker, len(config.hosts("worker")))
+    size_w = max(1, size_w - unreachable - len(down))
     batches = [Batch(fresh, rolling=False)] if fresh else []
-    for group, size in ((control, size_cp), (others, size_w)):
-        batches += [Batch(group[i : i + size], rolling=True) for i in range(0, len(group), size)]
+    batches += [Batch(control[i : i + size_cp], rolling=True) for i in range(0, len(control), size_cp)]
+    stale = [n for n in rolling if n.address in down]
+    if stale:
+        batches.append(Batch(stale, rolling=True, not_ready=True))
+    batches += [Batch(others[i : i + size_w], rolling=True) for i in range(0, len(others), size_w)]
     for batch in batches:
-        if batch.rolling and plane == "worker":
+        if batch.rolling and not batch.not_ready and plane == "worker":
             _around(config, batch, registered or {})
         if batch.rolling and plane == "control":
             _rotate(config, batch, host_actions, proxies)
     return batches
+
+
+def not_ready(
+    config: ClusterConfig, nodes: Sequence[Node], registered: dict[str, dict[str, Any]] | None
+) -> list[str]:
+    """Addresses of the worker-only hosts among `nodes` whose registered Node is NotReady."""
+    return [
+        n.address
+        for n in nodes
+        if n.has("worker")
+        and not (n.has("controlplane") or n.has("etcd"))
+        and registered
+        and n.name in registered
+        and not node_ready(registered[n.name])
+    ]
 
 
 def _rotate(

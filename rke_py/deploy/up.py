@@ -99,6 +99,21 @@ class Connect(Phase):
                 "%s: skipped (within max_unavailable_worker %d): %s", error.host, workers, error.detail
             )
         registered = r.session.registered_nodes() if r.session.apiserver_running() else None
+        down = rolling.not_ready(r.config, r.reachable, registered)
+        if down and len(r.session.unreachable) + len(down) > workers:
+            raise PreflightError(
+                [
+                    HostError(
+                        address,
+                        "preflight: Node Ready",
+                        f"its Node is NotReady; {len(r.session.unreachable) + len(down)} worker(s) are "
+                        f"unavailable, more than upgrade_strategy.max_unavailable_worker allows ({workers})",
+                    )
+                    for address in down
+                ]
+            )
+        for address in down:
+            log.warning("%s: NotReady: changed first, counted against max_unavailable_worker", address)
         r.host_actions = r.session.host_actions()
         r.cluster_actions = r.session.cluster_actions(registered)
         proxies = [  # running proxies this run keeps: they can take apiservers out of rotation
@@ -110,7 +125,9 @@ class Connect(Phase):
         ]
         for plane in PLANES[1:]:
             nodes = [n for n in r.reachable if r.desired.plan.node(n.address).in_plane(plane)]
-            r.batches[plane] = rolling.schedule(r.config, plane, nodes, r.host_actions, registered, proxies)
+            r.batches[plane] = rolling.schedule(
+                r.config, plane, nodes, r.host_actions, registered, proxies, len(r.session.unreachable)
+            )
             rolling.labelled(r.batches[plane], r.host_actions, plane)
             for batch in r.batches[plane]:
                 r.cluster_actions += [*batch.before, *batch.after]

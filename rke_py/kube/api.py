@@ -26,6 +26,12 @@ FIELD_MANAGER = "rke-py"
 Dial = Callable[[str, int], paramiko.Channel]
 
 
+def node_ready(node: dict[str, Any]) -> bool:
+    """Whether a Node object's Ready condition is True."""
+    conditions = (node.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
 class KubeAPIError(Exception):
     """An HTTP error answer (`status` set) or no apiserver answering (`status` 0)."""
 

@@ -15,7 +15,7 @@ from rke_py.addons.k8s import object_ref
 from rke_py.config.schema import ClusterConfig
 from rke_py.errors import VerifyError
 from rke_py.hosts.base import HostConnection
-from rke_py.kube.api import KubeAPI, KubeAPIError
+from rke_py.kube.api import KubeAPI, KubeAPIError, node_ready
 from rke_py.pki.certs import CertKeyPair
 from rke_py.plan.kubelet import role_taints
 from rke_py.plan.model import ClusterPlan, NodePlan
@@ -175,10 +175,7 @@ def _check_nodes(report, config: ClusterConfig, api: KubeAPI) -> None:
         if obj is None:
             report.checks.append(Check("node", node.name, False, "not registered"))
             continue
-        ready = any(
-            c.get("type") == "Ready" and c.get("status") == "True"
-            for c in obj.get("status", {}).get("conditions", [])
-        )
+        ready = node_ready(obj)
         have = {(t.get("key"), t.get("effect")) for t in obj.get("spec", {}).get("taints") or []}
         missing = [f"{k}:{e}" for k, e in role_taints(node) if (k, e) not in have]
         ok = ready and not missing

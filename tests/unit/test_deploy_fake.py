@@ -13,7 +13,7 @@ from rke_py.deploy.desired import Desired, prepare
 from rke_py.deploy.remove import remove
 from rke_py.deploy.session import Options
 from rke_py.deploy.up import plan, up
-from rke_py.errors import ApplyError, ConnectError
+from rke_py.errors import ApplyError, ConnectError, PreflightError
 from rke_py.plan.components import REGISTRY, Component, Placement
 from rke_py.plan.model import ContainerSpec, HealthCheck
 from tests.unit.fakehost import FakeConnector, FakeHost, World
@@ -433,3 +433,31 @@ def test_unreachable_workers_within_max_unavailable_are_skipped_and_beyond_it_no
     cluster.world.down = {"10.0.0.1"}  # etcd and controlplane hosts keep the strict rule
     with pytest.raises(ConnectError):
         cluster.up()
+
+
+def test_not_ready_workers_go_first_and_count_against_max_unavailable(tmp_path):
+    five = FIVE_NODES
+    cluster = Cluster(tmp_path, five)
+    cluster.up()
+    not_ready = {"conditions": [{"type": "Ready", "status": "False"}]}
+    cluster.world.kube.nodes["10.0.0.5"]["status"] = not_ready  # 10% of two workers: one may be down
+    cluster.write(five + "    services: {kubeproxy: {extra_args: {v: '3'}}}\n")
+    cluster.world.events.clear()
+    cluster.up()
+    order = _order(cluster.world.events, ("stop kube-proxy", "start kube-proxy"))
+    assert order[-6:] == [
+        "10.0.0.5 stop kube-proxy",  # NotReady already: changed first, neither cordoned nor waited for
+        "10.0.0.5 start kube-proxy",
+        "kube cordon 10.0.0.4",
+        "10.0.0.4 stop kube-proxy",
+        "10.0.0.4 start kube-proxy",
+        "kube uncordon 10.0.0.4",
+    ]
+    cluster.world.kube.nodes["10.0.0.4"]["status"] = not_ready
+    cluster.write(five + "    services: {kubeproxy: {extra_args: {v: '4'}}}\n")
+    cluster.world.events.clear()
+    with pytest.raises(
+        PreflightError, match=r"10\.0\.0\.4: preflight: Node Ready: its Node is NotReady; 2 worker"
+    ):
+        cluster.up()
+    assert cluster.world.events == []  # stopped before changing anything
