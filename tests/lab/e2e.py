@@ -120,27 +120,34 @@ def kubectl(lab: Lab, *args: str, stdin: str | None = None) -> str:
     return done.stdout
 
 
-PROBE = (  # the node's own Node object through its nginx-proxy, as its kubelet asks, ten times a second
-    "rm -f /tmp/probe.log /tmp/probe.stop; "
-    "while [ ! -e /tmp/probe.stop ]; do "
-    "code=$(curl -s -o /dev/null -w '%{{http_code}}' --max-time 2 --cacert /etc/kubernetes/ssl/kube-ca.pem "
+# Requests a probe makes ten times a second: the node's own Node object through its nginx-proxy, as its
+# kubelet asks; or a URL (a Service's ClusterIP), as a pod on the node would.
+API_REQUEST = (
+    "curl -s -o /dev/null -w '%{{http_code}}' --max-time 2 --cacert /etc/kubernetes/ssl/kube-ca.pem "
     "--cert /etc/kubernetes/ssl/kube-node.pem --key /etc/kubernetes/ssl/kube-node-key.pem "
-    "https://127.0.0.1:6443/api/v1/nodes/{node}); "
-    'if [ "$code" = 200 ]; then echo ok; else echo "fail $code"; fi >> /tmp/probe.log; '
+    "https://127.0.0.1:6443/api/v1/nodes/{node}"
+)
+URL_REQUEST = "curl -s -o /dev/null -w '%{{http_code}}' --max-time 2 {url}"
+PROBE = (
+    "rm -f /tmp/{name}.log /tmp/{name}.stop; "
+    "while [ ! -e /tmp/{name}.stop ]; do "
+    "code=$({request}); "
+    'if [ "$code" = 200 ]; then echo ok; else echo "fail $code"; fi >> /tmp/{name}.log; '
     "sleep 0.1; done"
 )
 
 
-def start_probe(lab: Lab, index: int) -> None:
-    """Request this node's Node object through its nginx-proxy until `stop_probe`."""
+def start_probe(lab: Lab, index: int, url: str = "", name: str = "probe") -> None:
+    """Request this node's Node object through its nginx-proxy (or `url`) until `stop_probe`."""
     container = docker.from_env().containers.get(lab.hosts[index].name)
-    container.exec_run(["sh", "-c", PROBE.format(node=lab.hosts[index].name)], detach=True)
+    request = URL_REQUEST.format(url=url) if url else API_REQUEST.format(node=lab.hosts[index].name)
+    container.exec_run(["sh", "-c", PROBE.format(name=name, request=request)], detach=True)
 
 
-def stop_probe(lab: Lab, index: int) -> tuple[int, dict[str, int]]:
+def stop_probe(lab: Lab, index: int, name: str = "probe") -> tuple[int, dict[str, int]]:
     """(answered requests, failed ones by HTTP code, 000 for no answer) since `start_probe`."""
-    host_exec(lab, index, "touch /tmp/probe.stop; sleep 2.5")
-    lines = host_exec(lab, index, "cat /tmp/probe.log").splitlines()
+    host_exec(lab, index, f"touch /tmp/{name}.stop; sleep 2.5")
+    lines = host_exec(lab, index, f"cat /tmp/{name}.log").splitlines()
     failed: dict[str, int] = {}
     for line in lines:
         if line.startswith("fail"):
