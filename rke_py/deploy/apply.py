@@ -17,7 +17,7 @@ from rke_py.deploy.facts import HostFacts
 from rke_py.deploy.nodesync import node_patch
 from rke_py.deploy.reconcile import add_etcd_member, clean_host, remove_etcd_members
 from rke_py.errors import ApplyError
-from rke_py.hosts.base import Docker, DockerError, HostConnection
+from rke_py.hosts.base import DockerError, HostConnection, remove_if_present
 from rke_py.kube.api import KubeAPI, KubeAPIError
 from rke_py.pki.certs import CertKeyPair
 from rke_py.plan import nginx_proxy
@@ -158,13 +158,13 @@ class Applier:
         """Stop and park the old container, start the new one, and put the old one back if it fails."""
         docker, spec = target.host.docker, action.spec
         backup = f"{BACKUP_PREFIX}{spec.name}"
-        _remove_if_present(docker, backup)  # left over from an interrupted run
+        remove_if_present(docker, backup)  # left over from an interrupted run
         docker.stop(action.old_id, timeout=5)
         docker.rename(action.old_id, backup)
         try:
             self._run_new(target, spec)
         except Exception:
-            _remove_if_present(docker, spec.name)
+            remove_if_present(docker, spec.name)
             docker.rename(action.old_id, spec.name)
             if action.old_running:
                 docker.start(action.old_id)
@@ -196,11 +196,3 @@ def _log_tail(target: Target, container: str, lines: int = 10, window: int = 300
     last = recent[-lines:]
     errors = [line for line in dict.fromkeys(recent[:-lines]) if ERROR_LINE.match(line) and line not in last]
     return [*errors[-5:], "...", *last] if errors else last
-
-
-def _remove_if_present(docker: Docker, name: str) -> None:
-    try:
-        docker.remove(name)
-    except DockerError as exc:
-        if not exc.missing:
-            raise

@@ -81,14 +81,19 @@ class Listed:
     modified: datetime
 
 
-class _Connect(Phase):
-    key, title, reads = "connect", "connecting to the etcd hosts", True
+class _ConnectRole(Phase):
+    """The hosts of one role; those that do not answer are skipped, unless none does."""
 
-    def __init__(self, session: Session):
+    reads = True
+    key = "connect"
+
+    def __init__(self, session: Session, role: str):
         self.session = session
+        self.role = role
+        self.title = f"connecting to the {role} hosts"
 
     def run(self) -> None:
-        self.session.connect(tolerate=True, nodes=self.session.desired.config.hosts("etcd"))
+        self.session.connect(tolerate=True, nodes=self.session.desired.config.hosts(self.role))
         if not self.session.targets:
             raise combined(self.session.unreachable, ConnectError)
         for error in self.session.unreachable:
@@ -191,7 +196,7 @@ def save(
                     s3.upload(target, name, take.archive)
                     saved.s3 = f"s3://{target.bucket}/{target.key(name)}"
 
-        run_phases([_Connect(session), take, Keep()], on_phase=on_phase)
+        run_phases([_ConnectRole(session, "etcd"), take, Keep()], on_phase=on_phase)
     return saved
 
 
@@ -201,7 +206,7 @@ def listing(
     """Every archive on every reachable etcd host, and in S3; and the hosts that could not be asked."""
     rows: list[Listed] = []
     with Session(desired, options, connector) as session:
-        run_phases([_Connect(session)])
+        run_phases([_ConnectRole(session, "etcd")])
 
         def archives(node: Node) -> list[onhost.Archive]:
             with onhost.HostDir(session.targets[node.address].host, desired.config) as d:
@@ -381,7 +386,7 @@ def get_state_file(desired: Desired, options: Options) -> tuple[Path, str]:
     is still there, else the kube-node identity of a controlplane host, as RKE's fallback."""
     config = desired.config
     with Session(desired, options) as session:
-        run_phases([_ConnectControlPlane(session)])
+        run_phases([_ConnectRole(session, "controlplane")])
         ca, client, who = _identity(session)
         servers = [
             hostport(n.address, 6443) for n in config.hosts("controlplane") if n.address in session.targets
@@ -401,18 +406,6 @@ def get_state_file(desired: Desired, options: Options) -> tuple[Path, str]:
         path.replace(path.with_name(f"{path.name}.{stamp}"))
     write_state(path, state)
     return path, who
-
-
-class _ConnectControlPlane(Phase):
-    key, title, reads = "connect", "connecting to the controlplane hosts", True
-
-    def __init__(self, session: Session):
-        self.session = session
-
-    def run(self) -> None:
-        self.session.connect(tolerate=True, nodes=self.session.desired.config.hosts("controlplane"))
-        if not self.session.targets:
-            raise combined(self.session.unreachable, ConnectError)
 
 
 def _identity(session: Session) -> tuple[CertKeyPair, CertKeyPair, str]:

@@ -101,6 +101,15 @@ class HostConnection(Protocol):
     def http_get(self, url: str, *, timeout: float = 5) -> tuple[int, bytes]: ...
 
 
+def remove_if_present(docker: Docker, container: str) -> None:
+    """Remove a container by name or id; one that is not there is not an error."""
+    try:
+        docker.remove(container)
+    except DockerError as exc:
+        if not exc.missing:
+            raise
+
+
 def parse_sha256sum(out: str, paths: list[str]) -> dict[str, str]:
     """`sha256sum` output as path -> digest for the `paths` asked about; both ways of writing files use it.
     GNU escapes a name holding a newline or backslash (and marks its line with a leading backslash)."""

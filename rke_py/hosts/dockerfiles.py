@@ -15,7 +15,7 @@ import tarfile
 import time
 from collections.abc import Callable
 
-from rke_py.hosts.base import Completed, DockerError, parse_sha256sum
+from rke_py.hosts.base import Completed, DockerError, parse_sha256sum, remove_if_present
 from rke_py.hosts.docker_api import HostDocker
 
 HELPER = "rke-py-file-helper"
@@ -35,7 +35,7 @@ class DockerFiles:
     def _container(self) -> str:
         if self._helper is None:
             self.ensure_image(self.image)
-            self._remove(HELPER)  # a helper left by a run that was killed
+            remove_if_present(self.docker, HELPER)  # a helper left by a run that was killed
             self._helper = self.docker.api_call(
                 "create the file helper",
                 lambda api: api.create_container(
@@ -81,7 +81,7 @@ class DockerFiles:
     def run_in_host(self, script: str, timeout: float = 120) -> Completed:
         """`script` as root in the host's mount and network namespaces, in a one-shot privileged container."""
         self.ensure_image(self.image)
-        self._remove(CLEANER)
+        remove_if_present(self.docker, CLEANER)
         cid = self.docker.api_call(
             "create the cleaner",
             lambda api: api.create_container(
@@ -97,18 +97,11 @@ class DockerFiles:
             code = self.docker.wait(cid, timeout)
             return Completed(code, "\n".join(self.docker.logs(cid, 50)).encode(), b"")
         finally:
-            self._remove(cid)
-
-    def _remove(self, container: str) -> None:
-        try:
-            self.docker.remove(container)
-        except DockerError as exc:
-            if not exc.missing:
-                raise
+            remove_if_present(self.docker, cid)
 
     def close(self) -> None:
         if self._helper is not None:
-            self._remove(self._helper)
+            remove_if_present(self.docker, self._helper)
             self._helper = None
 
 

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 
 from rke_py.config.schema import ClusterConfig, Node
 from rke_py.errors import HostError
-from rke_py.hosts.base import DockerError, HostConnection
+from rke_py.hosts.base import DockerError, HostConnection, remove_if_present
 from rke_py.hosts.docker_api import HostDocker
 from rke_py.hosts.dockerfiles import HELPER_LABEL
 from rke_py.plan import etcd
@@ -56,14 +56,6 @@ def _docker(host: HostConnection) -> HostDocker:
     return docker
 
 
-def _remove(docker: HostDocker, container: str) -> None:
-    try:
-        docker.remove(container)
-    except DockerError as exc:
-        if not exc.missing:
-            raise
-
-
 @contextlib.contextmanager
 def _container(
     host: HostConnection,
@@ -79,7 +71,7 @@ def _container(
     a HostError naming the host and `step`."""
     docker = _docker(host)
     try:
-        _remove(docker, name)
+        remove_if_present(docker, name)
         cid = docker.api_call(
             f"create {name}",
             lambda api: api.create_container(
@@ -97,7 +89,7 @@ def _container(
         yield cid
     finally:
         with contextlib.suppress(DockerError):
-            _remove(docker, cid)
+            remove_if_present(docker, cid)
 
 
 def _finish(host: HostConnection, step: str, cid: str, timeout: float) -> None:
