@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import itertools
 import json
 import re
 import sys
@@ -23,9 +24,10 @@ from bench_up import rke_py
 from ruamel.yaml import YAML
 
 from rke_py.lab.state import Lab
-from tests.lab.e2e import kubectl, start_probe, stop_probe
+from tests.lab.e2e import kubectl, probe_failures, slow_answers, start_probe
 
 NAME = "benchupgrade"
+TIMEOUT = 10  # seconds a probe request may take; slower than 2 s is counted apart
 WORKERS = (3, 4)
 WEB = """
 apiVersion: apps/v1
@@ -64,19 +66,20 @@ def strategy(lab: Lab) -> None:
         yaml.dump(data, out)
 
 
-def plane_seconds(log: Path) -> dict[str, float]:
-    """How long each phase of the last run took, from the log's phase lines."""
+def phase_marks(log: Path) -> list[tuple[dt.datetime, str]]:
+    """When each phase of the last run began, and when the run's last line was written."""
     lines = log.read_text().splitlines()
-    start = max(i for i, line in enumerate(lines) if " rke-py up " in line or "rke-py up --config" in line)
+    start = max(i for i, line in enumerate(lines) if "DEBUG rke_py rke-py up " in line)
     marks = []
     for line in lines[start:]:
-        match = re.match(r"(\S+ \S+) INFO rke_py phase: (.*)", line)
-        if match:
-            marks.append((dt.datetime.strptime(match[1], "%Y-%m-%d %H:%M:%S,%f"), match[2]))
-    return {
-        title: (marks[i + 1][0] - when).total_seconds() if i + 1 < len(marks) else 0.0
-        for i, (when, title) in enumerate(marks)
-    }
+        match = re.match(r"(\S+ \S+) (\w+) (\S+) (.*)", line)
+        if not match:
+            continue
+        when = dt.datetime.strptime(match[1], "%Y-%m-%d %H:%M:%S,%f").replace(tzinfo=dt.UTC)
+        if match[4].startswith("phase: ") or "batch" in match[4]:
+            marks.append((when, match[4].removeprefix("phase: ")))
+        last = when
+    return [*marks, (last, "end")]
 
 
 def main() -> None:
@@ -102,28 +105,31 @@ def main() -> None:
         rke_py("lab", "up", "--nodes", "5", "--name", NAME, "--kubernetes-binaries", args.new)
         strategy(lab)  # lab up wrote cluster.yml again, with the new images and version
         for i in WORKERS:
-            start_probe(lab, i)
-            start_probe(lab, i, url=f"http://{ip}/", name="service")
+            start_probe(lab, i, timeout=TIMEOUT)
+            start_probe(lab, i, url=f"http://{ip}/", name="service", timeout=TIMEOUT)
         time.sleep(3)
         upgrade = rke_py("up", "--config", str(lab.cluster_yml), "--log-file", str(log))
         time.sleep(3)
-        probes = {i: (stop_probe(lab, i), stop_probe(lab, i, name="service")) for i in WORKERS}
+        probes = {i: (probe_failures(lab, i), probe_failures(lab, i, name="service")) for i in WORKERS}
+        slow = {(i, n): slow_answers(lab, i, 2, n) for i in WORKERS for n in ("probe", "service")}
         after = kubectl(lab, "get", "nodes", "-o", "jsonpath={.items[*].status.nodeInfo.kubeletVersion}")
-        phases = plane_seconds(log)
+        marks = phase_marks(log)
     finally:
         rke_py("lab", "down", "--name", NAME)
     print(f"kubelets before: {before}\nkubelets after:  {after}")
-    print(f"{'upgrade':44} {'seconds':>8}")
-    for title, seconds in phases.items():
-        print(f"  {title[:42]:42} {seconds:8.1f}")
-    print(f"  {'total (rke-py up, wall)':42} {upgrade.seconds:8.1f}")
-    print(f"{'probe (10/s per worker)':44} {'answered':>8} {'failed':>7}")
+    print(f"{'upgrade: phases and batches':60} {'seconds':>8}")
+    for (when, title), (after, _) in itertools.pairwise(marks):
+        print(f"  {when:%H:%M:%S} {title[:48]:48} {(after - when).total_seconds():8.1f}")
+    print(f"  {'total (rke-py up, wall)':57} {upgrade.seconds:8.1f}")
+    print(f"{'probe (10/s per worker)':44} {'answered':>8} {'> 2 s':>6} {'failed':>7}")
     for i, (api, service) in probes.items():
-        for label, (ok, failed) in (
-            (f"{lab.hosts[i].name}: API via nginx-proxy", api),
-            (f"{lab.hosts[i].name}: Service {ip}", service),
+        for label, name, (ok, failures) in (
+            (f"{lab.hosts[i].name}: API via nginx-proxy", "probe", api),
+            (f"{lab.hosts[i].name}: Service {ip}", "service", service),
         ):
-            print(f"  {label:42} {ok:8} {sum(failed.values()):7} {failed or ''}")
+            print(f"  {label:42} {ok:8} {slow[i, name]:6} {len(failures):7}")
+            for code, took, at in failures:
+                print(f"    failed at {dt.datetime.fromtimestamp(at, dt.UTC):%H:%M:%S}: {code} after {took}s")
 
 
 if __name__ == "__main__":

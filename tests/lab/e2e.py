@@ -123,33 +123,57 @@ def kubectl(lab: Lab, *args: str, stdin: str | None = None) -> str:
 # Requests a probe makes ten times a second: the node's own Node object through its nginx-proxy, as its
 # kubelet asks; or a URL (a Service's ClusterIP), as a pod on the node would.
 API_REQUEST = (
-    "curl -s -o /dev/null -w '%{{http_code}}' --max-time 2 --cacert /etc/kubernetes/ssl/kube-ca.pem "
-    "--cert /etc/kubernetes/ssl/kube-node.pem --key /etc/kubernetes/ssl/kube-node-key.pem "
+    "curl -s -o /dev/null -w '%{{http_code}} %{{time_total}}' --max-time {timeout} "
+    "--cacert /etc/kubernetes/ssl/kube-ca.pem --cert /etc/kubernetes/ssl/kube-node.pem "
+    "--key /etc/kubernetes/ssl/kube-node-key.pem "
     "https://127.0.0.1:6443/api/v1/nodes/{node}"
 )
-URL_REQUEST = "curl -s -o /dev/null -w '%{{http_code}}' --max-time 2 {url}"
-PROBE = (
+URL_REQUEST = "curl -s -o /dev/null -w '%{{http_code}} %{{time_total}}' --max-time {timeout} {url}"
+PROBE = (  # a failure is logged with its HTTP code (000: no answer), seconds taken and when it started
     "rm -f /tmp/{name}.log /tmp/{name}.stop; "
     "while [ ! -e /tmp/{name}.stop ]; do "
-    "code=$({request}); "
-    'if [ "$code" = 200 ]; then echo ok; else echo "fail $code"; fi >> /tmp/{name}.log; '
+    "at=$(date +%s); set -- $({request}); "
+    'if [ "$1" = 200 ]; then echo "ok $2"; else echo "fail $1 $2 $at"; fi >> /tmp/{name}.log; '
     "sleep 0.1; done"
 )
 
 
-def start_probe(lab: Lab, index: int, url: str = "", name: str = "probe") -> None:
-    """Request this node's Node object through its nginx-proxy (or `url`) until `stop_probe`."""
+def start_probe(lab: Lab, index: int, url: str = "", name: str = "probe", timeout: float = 2) -> None:
+    """Request this node's Node object through its nginx-proxy (or `url`) until `stop_probe`; a request
+    without an answer in `timeout` seconds is a failure."""
     container = docker.from_env().containers.get(lab.hosts[index].name)
-    request = URL_REQUEST.format(url=url) if url else API_REQUEST.format(node=lab.hosts[index].name)
+    node = lab.hosts[index].name
+    request = (
+        URL_REQUEST.format(url=url, timeout=timeout)
+        if url
+        else API_REQUEST.format(node=node, timeout=timeout)
+    )
     container.exec_run(["sh", "-c", PROBE.format(name=name, request=request)], detach=True)
 
 
 def stop_probe(lab: Lab, index: int, name: str = "probe") -> tuple[int, dict[str, int]]:
     """(answered requests, failed ones by HTTP code, 000 for no answer) since `start_probe`."""
+    answered, failures = probe_failures(lab, index, name)
+    failed: dict[str, int] = {}
+    for code, _, _ in failures:
+        failed[code] = failed.get(code, 0) + 1
+    return answered, failed
+
+
+def probe_failures(lab: Lab, index: int, name: str = "probe") -> tuple[int, list[tuple[str, float, int]]]:
+    """Stop the probe: (answered requests, each failure as (HTTP code, seconds it took, epoch second))."""
     host_exec(lab, index, f"touch /tmp/{name}.stop; sleep 2.5")
     lines = host_exec(lab, index, f"cat /tmp/{name}.log").splitlines()
-    failed: dict[str, int] = {}
-    for line in lines:
-        if line.startswith("fail"):
-            failed[line.split()[-1]] = failed.get(line.split()[-1], 0) + 1
-    return lines.count("ok"), failed
+    failures = [
+        (code, float(took), int(at))
+        for line in lines
+        if line.startswith("fail ") and len(parts := line.split()) == 4
+        for code, took, at in [parts[1:]]
+    ]
+    return sum(line.startswith("ok") for line in lines), failures
+
+
+def slow_answers(lab: Lab, index: int, seconds: float, name: str = "probe") -> int:
+    """How many requests of a stopped probe were answered, but after more than `seconds`."""
+    lines = host_exec(lab, index, f"cat /tmp/{name}.log").splitlines()
+    return sum(1 for line in lines if line.startswith("ok ") and float(line.split()[1]) > seconds)
