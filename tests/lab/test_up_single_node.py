@@ -24,6 +24,7 @@ pytestmark = pytest.mark.lab
 
 COMPONENTS = {
     "etcd",
+    "etcd-rolling-snapshots",  # recurring snapshots are on by default, as in RKE
     "kube-apiserver",
     "kube-controller-manager",
     "kube-scheduler",
