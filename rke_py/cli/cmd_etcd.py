@@ -255,7 +255,7 @@ def restore_command(
                     "source": restored.source,
                     "replaced": restored.replaced,
                     "seconds": seconds,
-                    **changes_doc(prepare(config_path).config, result),
+                    **changes_doc(desired.config, result),
                     "verify": result.report.to_dict() if result.report else None,
                     "state": str(state_path_for(config_path)),
                 }
