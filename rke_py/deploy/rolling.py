@@ -37,6 +37,11 @@ def max_unavailable(value: str, hosts: int) -> int:
     return max(1, min(MAX_BATCH, number))
 
 
+def worker_allowance(config: ClusterConfig) -> int:
+    """How many worker hosts may be unavailable at once: `max_unavailable_worker` of the workers."""
+    return max_unavailable(config.upgrade_strategy.max_unavailable_worker, len(config.hosts("worker")))
+
+
 @dataclass
 class Batch:
     nodes: list[Node]
@@ -90,7 +95,7 @@ def schedule(
     down = set(not_ready(config, nodes, registered))
     others = [n for n in rolling if not n.has("controlplane") and n.address not in down]
     size_cp = max_unavailable(strategy.max_unavailable_controlplane, len(config.hosts("controlplane")))
-    size_w = max_unavailable(strategy.max_unavailable_worker, len(config.hosts("worker")))
+    size_w = worker_allowance(config)
     size_w = max(1, size_w - unreachable - len(down))
     batches = [Batch(fresh, rolling=False)] if fresh else []
     batches += [Batch(control[i : i + size_cp], rolling=True) for i in range(0, len(control), size_cp)]

@@ -21,6 +21,8 @@ from ruamel.yaml import YAML
 
 from rke_py.config.schema import Node
 from rke_py.deploy import rolling
+from rke_py.deploy.actions import PullImage
+from rke_py.deploy.apply import Applier
 from rke_py.deploy.clusterstate import NAME, NAMESPACE, state_from_secret
 from rke_py.deploy.clusterstate import PATH as STATE_SECRET_PATH
 from rke_py.deploy.desired import Desired, prepare
@@ -29,13 +31,13 @@ from rke_py.deploy.phases import Phase, run_phases
 from rke_py.deploy.session import Connector, Options, Session, combined
 from rke_py.deploy.up import UpResult, up
 from rke_py.errors import AbortedError, ConnectError, HostError
-from rke_py.hosts.base import DockerError
+from rke_py.hosts.base import DockerError, remove_if_present
 from rke_py.kube.api import KubeAPIError
 from rke_py.pki.bundle import KUBE_ADMIN, KUBE_NODE
 from rke_py.pki.certs import CertKeyPair
 from rke_py.pki.paths import cert_path, key_path, ssl_dir
 from rke_py.plan.common import CA
-from rke_py.plan.registries import registry_auth, registry_of
+from rke_py.plan.registries import registry_auth
 from rke_py.snapshots import onhost, s3
 from rke_py.snapshots.archive import SUFFIX, Snapshot, SnapshotError, check_db, pack, unpack
 from rke_py.state import (
@@ -110,10 +112,7 @@ class _ConnectAll(Phase):
         self.session = session
 
     def run(self) -> None:
-        config = self.session.desired.config
-        allowed = rolling.max_unavailable(
-            config.upgrade_strategy.max_unavailable_worker, len(config.hosts("worker"))
-        )
+        allowed = rolling.worker_allowance(self.session.desired.config)
         self.session.connect(workers=allowed)
         for error in self.session.unreachable:
             log.warning("%s: skipped: %s", error.host, error.detail)
@@ -310,6 +309,7 @@ def _restore_phases(session: Session, snapshot: Snapshot, result: Restored) -> S
     config = desired.config
     nodes = config.hosts("etcd")
     timeout = _timeout(desired)
+    applier = Applier(desired.bundle, registry_auth(config), session.kube_api, desired.registry)
 
     def each(fn: Callable[[Node], None], hosts: Sequence[Node]) -> None:
         _, errors = for_each(hosts, fn, session.options.concurrency)
@@ -324,11 +324,11 @@ def _restore_phases(session: Session, snapshot: Snapshot, result: Restored) -> S
 
         def run(self) -> None:
             def place(node: Node) -> None:
-                host = session.targets[node.address].host
+                target = session.targets[node.address]
                 for image in (config.system_images.etcd, config.system_images.alpine):
-                    _ensure_image(session, node, image)
-                with onhost.HostDir(host, config) as d:
-                    d.write(snapshot.name, snapshot.db)
+                    if image not in target.facts.images:  # brand-new hosts have none yet
+                        applier.execute(PullImage(image, "restore"), target)
+                with onhost.HostDir(target.host, config) as d:
                     d.write(f"{snapshot.name}{SUFFIX}", pack(snapshot))
 
             each(place, nodes)
@@ -346,7 +346,7 @@ def _restore_phases(session: Session, snapshot: Snapshot, result: Restored) -> S
                     seen = target.facts.containers.get(name)
                     if seen is not None:
                         try:
-                            target.host.docker.remove(seen.id)
+                            remove_if_present(target.host.docker, seen.id)
                         except DockerError as exc:
                             raise HostError(node.address, f"restore: remove {name}", str(exc)) from exc
 
@@ -360,24 +360,12 @@ def _restore_phases(session: Session, snapshot: Snapshot, result: Restored) -> S
 
         def run(self) -> None:
             def member(node: Node) -> None:
-                host = session.targets[node.address].host
-                onhost.restore_member(host, config, node, snapshot.name, timeout)
-                with onhost.HostDir(host, config) as d:
-                    d.delete(snapshot.name)  # the raw copy; the archive stays
+                onhost.restore_member(session.targets[node.address].host, config, node, snapshot.db, timeout)
 
             each(member, nodes)
             result.replaced = [n.address for n in nodes]
 
     return [Place(), Stop(), Members()]
-
-
-def _ensure_image(session: Session, node: Node, image: str) -> None:
-    docker = session.targets[node.address].host.docker
-    try:
-        if image not in docker.image_tags():
-            docker.pull(image, registry_auth(session.desired.config).get(registry_of(image)))
-    except DockerError as exc:
-        raise HostError(node.address, f"restore: pull {image}", str(exc)) from exc
 
 
 def get_state_file(desired: Desired, options: Options) -> tuple[Path, str]:

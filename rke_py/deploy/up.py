@@ -91,8 +91,7 @@ class Connect(Phase):
 
     def run(self) -> None:
         r = self.r
-        strategy = r.config.upgrade_strategy
-        workers = rolling.max_unavailable(strategy.max_unavailable_worker, len(r.config.hosts("worker")))
+        workers = rolling.worker_allowance(r.config)
         r.session.connect(workers=workers)
         for error in r.session.unreachable:
             log.warning(

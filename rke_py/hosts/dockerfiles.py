@@ -68,7 +68,7 @@ class DockerFiles:
         if directory not in self._made:
             self._exec(["mkdir", "-p", directory])
             self._made.add(directory)
-        self.docker.put_archive(self._container(), directory, _tar(tmp, content, mode))
+        self.docker.put_archive(self._container(), directory, tar_one(tmp, content, mode))
         self._exec(["mv", "-f", posixpath.join(directory, tmp), path])
 
     def file_hashes(self, paths: list[str]) -> dict[str, str | None]:
@@ -105,7 +105,8 @@ class DockerFiles:
             self._helper = None
 
 
-def _tar(name: str, content: bytes, mode: int) -> bytes:
+def tar_one(name: str, content: bytes, mode: int) -> bytes:
+    """A tar stream of one file, as Docker's put_archive takes it."""
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w") as tar:
         info = tarfile.TarInfo(name)

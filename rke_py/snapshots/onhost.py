@@ -19,14 +19,14 @@ from rke_py.config.schema import ClusterConfig, Node
 from rke_py.errors import HostError
 from rke_py.hosts.base import DockerError, HostConnection, remove_if_present
 from rke_py.hosts.docker_api import HostDocker
-from rke_py.hosts.dockerfiles import HELPER_LABEL
+from rke_py.hosts.dockerfiles import HELPER_LABEL, tar_one
 from rke_py.plan import etcd
 from rke_py.plan.common import KUBE_DIR, host_path
 from rke_py.plan.etcd_snapshots import BACKUP, SNAPSHOT_DIR
 from rke_py.snapshots.archive import SUFFIX
 
 DATA_DIR = "/var/lib/etcd"  # the member's data on the host, under prefix_path
-SAVED = "/etcd-snapshot.db"  # inside the one-shot container, read back and gone with it
+SAVED = "/etcd-snapshot.db"  # inside a one-shot container (saved there, or restored from): gone with it
 LOG_LINES = 10
 # Moves the member's data aside (one copy kept) and leaves an empty data directory for etcdutl. Fixed
 # text: the directories are mounted, no value of cluster.yml is in it.
@@ -181,13 +181,8 @@ class HostDir:
         """`filename` in the snapshot directory, 0600, replaced atomically."""
         step = f"etcd snapshot: write {filename}"
         tmp = f".{filename}.tmp"
-        out = io.BytesIO()
-        with tarfile.open(fileobj=out, mode="w") as tar:
-            info = tarfile.TarInfo(tmp)
-            info.size, info.mode, info.mtime = len(data), 0o600, int(datetime.now(UTC).timestamp())
-            tar.addfile(info, io.BytesIO(data))
         try:
-            _docker(self.host).put_archive(self._helper(), BACKUP, out.getvalue())
+            _docker(self.host).put_archive(self._helper(), BACKUP, tar_one(tmp, data, 0o600))
         except DockerError as exc:
             raise HostError(self.host.address, step, str(exc)) from exc
         self._exec(step, ["mv", "-f", posixpath.join(BACKUP, tmp), posixpath.join(BACKUP, filename)])
@@ -197,9 +192,6 @@ class HostDir:
             return _read(self.host, self._helper(), posixpath.join(BACKUP, filename))
         except DockerError as exc:
             raise HostError(self.host.address, f"read {self.directory}/{filename}", str(exc)) from exc
-
-    def delete(self, filename: str) -> None:
-        self._exec(f"etcd snapshot: delete {filename}", ["rm", "-f", posixpath.join(BACKUP, filename)])
 
     def archives(self) -> list[Archive]:
         """Every `<name>.zip` in the directory, oldest first."""
@@ -220,10 +212,11 @@ class HostDir:
 
 
 def restore_member(
-    host: HostConnection, config: ClusterConfig, node: Node, name: str, timeout: float
+    host: HostConnection, config: ClusterConfig, node: Node, db: bytes, timeout: float
 ) -> None:
-    """Replace the member's data with snapshot `name` (raw, in the snapshot directory) as a member of a
-    new cluster of every etcd node: the old data is kept beside it as `etcd.before-restore`."""
+    """Replace the member's data with the snapshot `db` as a member of a new cluster of every etcd node:
+    the old data is kept beside it as `etcd.before-restore`. The snapshot is copied into the restore
+    container itself, so no copy of it is left on the host."""
     data = host_path(config, DATA_DIR)
     step = "etcd restore: set the old data aside"
     with _container(
@@ -247,13 +240,17 @@ def restore_member(
             "/usr/local/bin/etcdutl",
             "snapshot",
             "restore",
-            posixpath.join(BACKUP, name),
+            SAVED,
             f"--data-dir={etcd.DATA_DIR}",
             *(f"--{key}={flags[key]}" for key in RESTORE_FLAGS),
         ],
-        [f"{data}:{etcd.DATA_DIR}:z", f"{snapshot_dir(config)}:{BACKUP}:z"],
+        [f"{data}:{etcd.DATA_DIR}:z"],
         network="none",
     ) as cid:
+        try:
+            _docker(host).put_archive(cid, "/", tar_one(SAVED.lstrip("/"), db, 0o600))
+        except DockerError as exc:
+            raise HostError(host.address, step, str(exc)) from exc
         _finish(host, step, cid, timeout)
 
 
