@@ -234,7 +234,9 @@ def _state_from_json(data: Any, where: str) -> State:
     )
 
 
-def state_to_json(state: ClusterState) -> str:
+def state_to_json(state: ClusterState, *, compact: bool = False) -> str:
+    """The file's text, indented; `compact` as RKE writes it into the cluster (no spaces: a Secret holds
+    at most 1 MiB, and a thousand nodes' state nearly fills it indented)."""
     doc: dict[str, Any] = {
         "desiredState": _state_json(state.desired),
         "currentState": _state_json(state.current),
@@ -244,6 +246,8 @@ def state_to_json(state: ClusterState) -> str:
             "hostKeys": dict(sorted(state.host_keys.items())),
             "etcdMembersAdded": list(state.etcd_members_added),
         }
+    if compact:
+        return json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 
 

@@ -15,6 +15,12 @@ from typing import Any
 NAME = "full-cluster-state"
 NAMESPACE = "kube-system"
 PATH = f"/api/v1/namespaces/{NAMESPACE}/secrets/{NAME}"
+LIMIT = 1024 * 1024  # bytes of data a Secret may hold (Kubernetes' MaxSecretSize): keys and values
+
+
+def fits(state_json: str) -> bool:
+    """Whether the apiserver accepts the state as the Secret's data (past about 1,700 nodes it does not)."""
+    return len(NAME) + len(state_json.encode()) <= LIMIT
 
 
 def state_secret(state_json: str) -> dict[str, Any]:

@@ -14,9 +14,8 @@ from dataclasses import dataclass, field
 
 from rke_py.config.schema import ClusterConfig, Node
 from rke_py.deploy import actions as a
-from rke_py.deploy import rolling
+from rke_py.deploy import clusterstate, rolling
 from rke_py.deploy.apply import Applier, Target
-from rke_py.deploy.clusterstate import state_secret
 from rke_py.deploy.desired import Desired
 from rke_py.deploy.nodesync import node_actions
 from rke_py.deploy.objects import object_actions
@@ -29,7 +28,7 @@ from rke_py.errors import ApplyError, HostError, PreflightError
 from rke_py.plan import nginx_proxy
 from rke_py.plan.components import PLANES
 from rke_py.plan.registries import registry_auth
-from rke_py.state import state_to_json
+from rke_py.state import state_path_for, state_to_json
 from rke_py.verify.checks import Report
 
 log = logging.getLogger("rke_py.deploy")
@@ -367,8 +366,16 @@ class StoreState(Phase):
         return True
 
     def run(self) -> None:
-        secret = state_secret(state_to_json(self.r.desired.state))
-        for action in object_actions([secret], self.r.session.find):
+        text = state_to_json(self.r.desired.state, compact=True)
+        if not clusterstate.fits(text):
+            log.warning(
+                "the cluster state (%.1f MiB) is larger than a Secret holds (1 MiB): not stored in the "
+                "cluster (a copy there is an earlier run's, if any), so keep %s safe",
+                len(text.encode()) / 2**20,
+                state_path_for(self.r.desired.config_path),
+            )
+            return
+        for action in object_actions([clusterstate.state_secret(text)], self.r.session.find):
             self.r.applier.execute(action)
 
 

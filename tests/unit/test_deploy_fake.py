@@ -4,11 +4,13 @@ rollback, the etcd plane's order, cluster objects, and a component added through
 from __future__ import annotations
 
 import dataclasses
+import json
 import textwrap
 from pathlib import Path
 
 import pytest
 
+from rke_py.deploy import clusterstate
 from rke_py.deploy.desired import Desired, prepare
 from rke_py.deploy.remove import remove
 from rke_py.deploy.session import Options
@@ -461,3 +463,21 @@ def test_not_ready_workers_go_first_and_count_against_max_unavailable(tmp_path):
     ):
         cluster.up()
     assert cluster.world.events == []  # stopped before changing anything
+
+
+def test_the_state_in_the_cluster_is_compact_and_one_too_large_for_a_secret_is_left_out(
+    tmp_path, monkeypatch, caplog
+):
+    """A Secret holds at most 1 MiB: compact JSON (as RKE writes it) keeps a thousand nodes' state under it;
+    past that the apiserver would refuse it and fail `up`, so it is left out with a warning instead."""
+    cluster = Cluster(tmp_path)
+    cluster.up()
+    path = f"/api/v1/namespaces/{clusterstate.NAMESPACE}/secrets/{clusterstate.NAME}"
+    stored = clusterstate.state_from_secret(cluster.world.kube.objects[path])
+    assert stored is not None and stored.startswith('{"desiredState":{"rkeConfig":{')  # no indentation
+    assert json.loads(stored) == json.loads((tmp_path / "cluster.rkestate").read_text())
+    monkeypatch.setattr(clusterstate, "LIMIT", len(stored) - 1)
+    cluster.write(THREE_NODES + "    services: {kubelet: {extra_args: {v: '2'}}}\n")
+    cluster.up()
+    assert clusterstate.state_from_secret(cluster.world.kube.objects[path]) == stored  # the earlier copy
+    assert "larger than a Secret holds" in caplog.text

@@ -1,11 +1,12 @@
 """What the real kube-apiserver refuses in the kinds add-ons are made of, so the stand-in refuses it too:
 a workload whose selector does not select its pods, a pod without containers or images, a Service port
 without a number, a CRD named other than `<plural>.<group>`, a binding without a roleRef, and changes to
-fields Kubernetes keeps immutable (a workload's selector, a binding's roleRef)."""
+fields Kubernetes keeps immutable (a workload's selector, a binding's roleRef), a Secret over 1 MiB."""
 
 from typing import Any
 
 Problem = str
+MAX_SECRET_SIZE = 1024 * 1024  # the sum of a Secret's keys and decoded (base64) values
 
 
 def problems(kind: str, new: dict[str, Any], old: dict[str, Any] | None = None) -> list[Problem]:
@@ -32,6 +33,10 @@ def problems(kind: str, new: dict[str, Any], old: dict[str, Any] | None = None) 
             found.append(
                 "spec.versions: Invalid value: must have exactly one version marked as storage version"
             )
+    elif kind == "Secret":
+        size = sum(len(k) + len(v) * 3 // 4 - v.count("=") for k, v in (new.get("data") or {}).items())
+        if size > MAX_SECRET_SIZE:
+            found.append(f"data: Too long: must have at most {MAX_SECRET_SIZE} bytes")
     elif kind in ("ClusterRoleBinding", "RoleBinding"):
         if not (new.get("roleRef") or {}).get("name"):
             found.append("roleRef.name: Required value")
