@@ -84,12 +84,13 @@ def schedule(
     count against max_unavailable_worker with the `unreachable` ones: the other batches are that much
     smaller (at least 1)."""
     changing = [n for n in nodes if any(x.phase == plane for x in host_actions.get(n.address, []))]
-    fresh = [
-        n
+    new_only = {
+        n.address
         for n in changing
         if all(isinstance(x, a.CreateContainer) for x in host_actions[n.address] if x.phase == plane)
-    ]
-    rolling = [n for n in changing if n not in fresh]
+    }
+    fresh = [n for n in changing if n.address in new_only]
+    rolling = [n for n in changing if n.address not in new_only]
     strategy = config.upgrade_strategy
     control = [n for n in rolling if n.has("controlplane")]
     down = set(not_ready(config, nodes, registered))

@@ -79,6 +79,7 @@ class SSHConnector:
             policy=HostKeyPolicy(options.host_key_policy),
             docker_files=self._docker_files,
         )
+        self.controlplanes = {n.address: n for n in desired.config.hosts("controlplane")}
 
     def _docker_files(self, docker: HostDocker) -> DockerFiles:
         """Files through rke-tools containers, for a user in the docker group (RKE's cert-deployer way)."""
@@ -103,8 +104,9 @@ class SSHConnector:
     def _dial(self, host: str, port: int) -> paramiko.Channel:
         """A channel from the controlplane node at `host` to its own apiserver, on the node's loopback (its
         address may be a NAT's that the node cannot reach itself); TLS still checks the name `host`."""
-        node = next(n for n in self.desired.config.hosts("controlplane") if n.address == host)
-        return self.connections.get(ssh_target(node, self.desired.config)).open_tcp("127.0.0.1", port)
+        return self.connections.get(ssh_target(self.controlplanes[host], self.desired.config)).open_tcp(
+            "127.0.0.1", port
+        )
 
     def learned_host_keys(self) -> dict[str, str]:
         return dict(self.host_keys.learned)

@@ -10,7 +10,7 @@ containers that read it.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from rke_py.config.schema import ROLES, ClusterConfig, Node
 from rke_py.pki.certs import CertKeyPair
@@ -29,22 +29,35 @@ def build_plan(
     registry: tuple[Component, ...] = REGISTRY,
 ) -> ClusterPlan:
     """What every node of `config` must run, with the certificates of `bundle`. `joined`: addresses of
-    etcd members added to the running cluster after it was created (their etcd starts as "existing")."""
+    etcd members added to the running cluster after it was created (their etcd starts as "existing").
+    What is the same for many nodes (the proxy's and the apiserver's files, the apiserver list) is made
+    once, not once a node: a plan's cost grows with the node count, not with its square."""
+    shared = Shared(
+        bundle=dict(bundle),
+        files={True: kube_apiserver.files(config), False: nginx_proxy.files(config)},
+        apiservers=tuple(nginx_proxy.apiservers(config)),
+    )
     return ClusterPlan(
-        nodes=[node_plan(config, bundle, node, node.address in joined, registry) for node in config.nodes]
+        nodes=[node_plan(config, shared, node, node.address in joined, registry) for node in config.nodes]
     )
 
 
+@dataclass(frozen=True)
+class Shared:
+    """What every node's plan reads alike: the certificates, the config files by whether the node runs an
+    apiserver, and the apiservers' internal addresses."""
+
+    bundle: dict[str, CertKeyPair]
+    files: Mapping[bool, list[FileSpec]]
+    apiservers: tuple[str, ...]
+
+
 def node_plan(
-    config: ClusterConfig,
-    bundle: Mapping[str, CertKeyPair],
-    node: Node,
-    joined: bool = False,
-    registry: tuple[Component, ...] = REGISTRY,
+    config: ClusterConfig, shared: Shared, node: Node, joined: bool, registry: tuple[Component, ...]
 ) -> NodePlan:
-    files = [*node_files(config, dict(bundle), node), *config_files(config, node)]
+    files = [*node_files(config, shared.bundle, node), *shared.files[node.has("controlplane")]]
     by_path = {f.path: f for f in files}
-    placement = Placement(config, node, joined)
+    placement = Placement(config, node, joined, shared.apiservers)
     placed: list[Placed] = []
     for plane in PLANES:
         for component in registry:
@@ -63,10 +76,3 @@ def node_plan(
         placed=placed,
         images=kubelet.pulled_images(config) if any(p.spec.name == kubelet.NAME for p in placed) else [],
     )
-
-
-def config_files(config: ClusterConfig, node: Node) -> list[FileSpec]:
-    """Files rke-py renders beside the certificates: nginx.conf, admission and audit policy."""
-    if node.has("controlplane"):
-        return kube_apiserver.files(config)
-    return nginx_proxy.files(config)

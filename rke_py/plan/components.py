@@ -36,11 +36,13 @@ BACKUP_PREFIX = "old-"  # a rolling replace parks the previous container under t
 
 @dataclass(frozen=True)
 class Placement:
-    """What a builder gets: the cluster, the node, and whether its etcd member joined a running cluster."""
+    """What a builder gets: the cluster, the node, whether its etcd member joined a running cluster, and
+    the apiservers' internal addresses (worked out once a plan)."""
 
     config: ClusterConfig
     node: Node
-    joined: bool = False
+    joined: bool
+    apiservers: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -86,7 +88,7 @@ REGISTRY: tuple[Component, ...] = (
         nginx_proxy.NAME,
         _in("worker"),
         lambda config, node: not node.has("controlplane"),
-        lambda p: nginx_proxy.container(p.config),
+        lambda p: nginx_proxy.container(p.config, p.apiservers),
         ports=(6443,),
         health=_check("https://127.0.0.1:6443/healthz", "kube-node"),
     ),

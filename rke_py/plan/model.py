@@ -129,9 +129,14 @@ class NodePlan:
         return next((s for s in self.containers if s.name == name), None)
 
 
-@dataclass
+@dataclass(frozen=True)
 class ClusterPlan:
     nodes: list[NodePlan]
+    by_address: dict[str, NodePlan] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # every phase looks nodes up by address, once a node: a scan each time would grow with the square
+        object.__setattr__(self, "by_address", {n.address: n for n in self.nodes})
 
     def node(self, address: str) -> NodePlan:
-        return next(n for n in self.nodes if n.address == address)
+        return self.by_address[address]

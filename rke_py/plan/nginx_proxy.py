@@ -47,12 +47,12 @@ def files(config: ClusterConfig) -> list[FileSpec]:
     return [FileSpec(conf_path(config), render(config).encode(), mode=0o644)]
 
 
-def container(config: ClusterConfig) -> ContainerSpec:
+def container(config: ClusterConfig, apiservers: tuple[str, ...]) -> ContainerSpec:
     return ContainerSpec(
         name=NAME,
         image=config.system_images.nginx_proxy,
         entrypoint=("nginx", "-c", f"{MOUNT_DIR}/nginx.conf", "-g", "daemon off;"),
-        env=(f"CP_HOSTS={','.join(apiservers(config))}",),  # RKE's variable; informative here
+        env=(f"CP_HOSTS={','.join(apiservers)}",),  # RKE's variable; informative here
         binds=(f"{host_path(config, CONF_DIR)}:{MOUNT_DIR}:ro",),
         files=(conf_path(config),),
     )
