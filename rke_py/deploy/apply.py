@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rke_py.deploy import actions as a
 from rke_py.deploy import drain
 from rke_py.deploy.facts import HostFacts
 from rke_py.deploy.nodesync import node_patch
+from rke_py.deploy.parallel import DEFAULT_CONCURRENCY
 from rke_py.deploy.reconcile import add_etcd_member, clean_host, remove_etcd_members
 from rke_py.errors import ApplyError
 from rke_py.hosts.base import DockerError, HostConnection, remove_if_present
@@ -47,12 +49,19 @@ class Target:
 
 @dataclass
 class Applier:
-    """Carries out actions. `api` gives the Kubernetes API when a cluster action needs it."""
+    """Carries out actions. `api` gives the Kubernetes API when a cluster action needs it. At most
+    `concurrency` host actions run at once, whichever phase runs them: hosts still being prepared in the
+    background and the plane being changed share the bound."""
 
     bundle: Mapping[str, CertKeyPair]
     auth: Mapping[str, Mapping[str, str]]  # registry host → credentials for pulls
     api: Callable[[], KubeAPI]
     registry: tuple[Component, ...] = REGISTRY
+    concurrency: int = DEFAULT_CONCURRENCY
+    slots: threading.BoundedSemaphore = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.slots = threading.BoundedSemaphore(self.concurrency)
 
     def execute(self, action: a.Action, target: Target | None = None, *, wait: bool = True) -> None:
         """Carry out one action; on failure raise ApplyError naming the host (or object) and the step.
@@ -68,7 +77,8 @@ class Applier:
         level = logging.DEBUG if isinstance(action, a.WriteFile) else logging.INFO  # dozens a host
         log.log(level, "%s: %s", target.address, action.describe())
         try:
-            self._host(action, target, wait)
+            with self.slots:
+                self._host(action, target, wait)
         except DockerError as exc:
             raise ApplyError(
                 target.address, f"{action.phase}: {action.kind} {action.target}", str(exc)
@@ -96,7 +106,7 @@ class Applier:
             case a.StartContainer(spec=spec, id=cid):
                 docker.start(cid)
                 if wait:
-                    self.wait_for(target, spec)
+                    self._wait_healthy(target, spec)
             case a.CreateContainer(spec=spec):
                 self._run_new(target, spec, wait)
             case a.ReplaceContainer():
@@ -151,7 +161,7 @@ class Applier:
         if spec.start:
             target.host.docker.start(cid)
             if wait:
-                self.wait_for(target, spec, cid)
+                self._wait_healthy(target, spec, cid)
         return cid
 
     def _rolling_replace(self, target: Target, action: a.ReplaceContainer) -> None:
@@ -172,7 +182,12 @@ class Applier:
             raise
         docker.remove(action.old_id)
 
-    def wait_for(self, target: Target, spec: ContainerSpec, cid: str = "") -> None:
+    def wait_for(self, target: Target, spec: ContainerSpec) -> None:
+        """Wait for the container's health check, as one of the host actions running at once."""
+        with self.slots:
+            self._wait_healthy(target, spec)
+
+    def _wait_healthy(self, target: Target, spec: ContainerSpec, cid: str = "") -> None:
         """Wait for the container's health check; fail with the last lines of its log."""
         if spec.health is None:
             return

@@ -81,6 +81,21 @@ class Run:
         if errors:
             raise combined(errors, type(errors[0]))
 
+    def per_node(self, actions: Sequence[a.ClusterAction]) -> None:
+        """Changes to Nodes (label, cordon, drain, uncordon): one Node's in order, Nodes in parallel, so a
+        thousand Nodes cost a thousand API round trips spread over `concurrency` workers, not in a row."""
+        by_node: dict[str, list[a.ClusterAction]] = {}
+        for action in actions:
+            by_node.setdefault(action.target, []).append(action)
+
+        def change(node_actions: list[a.ClusterAction]) -> None:
+            for action in node_actions:
+                self.applier.execute(action)
+
+        _, errors = for_each(by_node.values(), change, self.options.concurrency)
+        if errors:
+            raise combined(errors, type(errors[0]))
+
 
 class Connect(Phase):
     key, title, reads = "connect", "connecting to every host", True
@@ -282,19 +297,16 @@ class Plane(Phase):
                     len(batches),
                     ", ".join(n.address for n in batch.nodes),
                 )
-            for action in batch.before:
-                self.r.applier.execute(action)
+            self.r.per_node(batch.before)
             # a proxy host still writing its files must be done first, or it could write nginx.conf back
-            self.prepared.ready(
-                [n for n in self.r.reachable if n.address in {x for x, _ in batch.proxies_out}]
-            )
+            rotating = {address for address, _ in batch.proxies_out}
+            self.prepared.ready([n for n in self.r.reachable if n.address in rotating])
             self._proxies(batch.proxies_out)
             if batch.proxies_out:
                 time.sleep(PROXY_SETTLE)
             self.r.per_host(self.r.session.targets, batch.nodes, [self.key])
             self._proxies(batch.proxies_back)
-            for action in batch.after:
-                self.r.applier.execute(action)
+            self.r.per_node(batch.after)
 
     def _proxies(self, rotations: list[tuple[str, a.RotateProxy]]) -> None:
         targets = self.r.session.targets
@@ -420,9 +432,8 @@ class SyncNodes(Phase):
             time.sleep(self.pause)
         if pending:
             log.warning("nodes not registered yet, labels and taints not set: %s", ", ".join(pending))
-        for action in node_actions(self.r.config, registered, self.r.desired.removed):
-            if not (isinstance(action, a.SyncNode) and action.name in pending):
-                self.r.applier.execute(action)
+        actions = node_actions(self.r.config, registered, self.r.desired.removed)
+        self.r.per_node([x for x in actions if not (isinstance(x, a.SyncNode) and x.name in pending)])
 
 
 class Addons(Phase):
@@ -536,7 +547,9 @@ class UpResult:
 
 def _run(desired: Desired, options: Options, connector: Connector | None) -> tuple[Run, Session]:
     session = Session(desired, options, connector)
-    applier = Applier(desired.bundle, registry_auth(desired.config), session.kube_api, desired.registry)
+    applier = Applier(
+        desired.bundle, registry_auth(desired.config), session.kube_api, desired.registry, options.concurrency
+    )
     return Run(desired, options, session, applier), session
 
 
