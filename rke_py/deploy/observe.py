@@ -8,6 +8,7 @@ RKE's label that neither knows are not ours and are left out.
 from __future__ import annotations
 
 import shlex
+from concurrent.futures import Executor
 
 from rke_py.deploy.facts import HostFacts, ObservedContainer
 from rke_py.hosts.base import HostConnection
@@ -16,10 +17,29 @@ from rke_py.plan.model import HASH_LABEL, MANAGED_LABEL, NAME_LABEL, NodePlan
 
 
 def observe(
-    host: HostConnection, plan: NodePlan | None, prefix: str, registry: tuple[Component, ...] = REGISTRY
+    host: HostConnection,
+    plan: NodePlan | None,
+    prefix: str,
+    registry: tuple[Component, ...] = REGISTRY,
+    beside: Executor | None = None,
 ) -> HostFacts:
     """One Docker info, one container list, one image list and one shell command per host (and one exec in
-    the file helper when the SSH user is not root)."""
+    the file helper when the SSH user is not root). With an executor `beside`, the shell command runs
+    there while the Docker calls are made: the connection carries both at once, and a thousand hosts wait
+    that much less."""
+    paths = [f.path for f in plan.files] if plan else []
+    # As root one shell command reads everything; otherwise the files are root's, read through Docker.
+    script = _facts_script(paths if host.root else [], prefix)
+    shell = beside.submit(host.run, script) if beside else None
+    facts = _docker_facts(host, registry)
+    done = shell.result() if shell else host.run(script)
+    _read_shell_facts(facts, done.stdout.decode(errors="replace"), paths)
+    if not host.root:
+        facts.file_hashes = host.file_hashes(paths)
+    return facts
+
+
+def _docker_facts(host: HostConnection, registry: tuple[Component, ...]) -> HostFacts:
     info = host.docker.info()
     facts = HostFacts(
         address=host.address,
@@ -34,12 +54,6 @@ def observe(
         elif is_known(c.name, MANAGED_LABEL in c.labels, registry):
             facts.others[c.name] = seen
     facts.images = host.docker.image_tags()
-    paths = [f.path for f in plan.files] if plan else []
-    # As root one shell command reads everything; otherwise the files are root's, read through Docker.
-    shell = host.run(_facts_script(paths if host.root else [], prefix)).stdout.decode(errors="replace")
-    _read_shell_facts(facts, shell, paths)
-    if not host.root:
-        facts.file_hashes = host.file_hashes(paths)
     return facts
 
 

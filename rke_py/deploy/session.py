@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -141,7 +142,10 @@ class Session:
         or unless only worker-only hosts failed and no more than `workers` of them (RKE's
         max_unavailable_worker)."""
         wanted = self.desired.config.nodes if nodes is None else nodes
-        results, errors = for_each(wanted, self._connect_one, self.options.concurrency)
+        with ThreadPoolExecutor(max_workers=self.options.concurrency) as beside:
+            results, errors = for_each(
+                wanted, lambda n: self._connect_one(n, beside), self.options.concurrency
+            )
         self.targets = {node.address: target for node, target in results}
         self.unreachable = errors
         roles = {n.address: n for n in self.desired.config.nodes}
@@ -165,12 +169,13 @@ class Session:
         for error in lost:  # as RKE: a removed host that cannot be reached is left as it is
             log.warning("%s: left cluster.yml but cannot be cleaned: %s", error.host, error.detail)
 
-    def _connect_one(self, node: Node) -> Target:
+    def _connect_one(self, node: Node, beside: Executor | None = None) -> Target:
+        """Connect and observe; `beside` runs observe's shell command while its Docker calls are made."""
         host = self.connector.host(node)
-        plan = next((p for p in self.desired.plan.nodes if p.address == node.address), None)
+        plan = self.desired.plan.by_address.get(node.address)
         prefix = self.desired.config.prefix_path
         try:
-            facts = observe(host, plan, prefix, self.desired.registry)
+            facts = observe(host, plan, prefix, self.desired.registry, beside)
         except DockerError as exc:
             raise ConnectError(node.address, "docker", str(exc)) from exc
         return Target(host, facts, prefix)
@@ -228,11 +233,16 @@ class Session:
         kinds = dict.fromkeys(
             [*PRUNE_KINDS, *(f"{o['apiVersion']}/{o['kind']}" for a in addons for o in a.objects)]
         )
-        labelled: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+        groups: dict[str, list[str]] = {}  # apiVersion -> kinds: one discovery each, groups side by side
         for kind in kinds:
             api_version, _, name = kind.rpartition("/")
-            for item in api.list(api_version, name, ADDON_LABEL):
-                labelled[identity(item)] = item
+            groups.setdefault(api_version, []).append(name)
+
+        def listed(api_version: str) -> list[dict[str, Any]]:
+            return [item for name in groups[api_version] for item in api.list(api_version, name, ADDON_LABEL)]
+
+        found, _ = for_each(groups, listed, self.options.concurrency)
+        labelled = {identity(item): item for _, items in found for item in items}
         actions: list[ClusterAction] = []
         for addon in addons:
 
@@ -276,7 +286,9 @@ class Session:
         workloads = [
             (addon.name, obj) for addon in d.addons for obj in addon.objects if obj["kind"] in WORKLOAD_KINDS
         ]
-        report = verify(d.config, d.plan, d.bundle, hosts, hostnames, self.kube_api(), workloads)
+        report = verify(
+            d.config, d.plan, d.bundle, hosts, hostnames, self.kube_api(), workloads, self.options.concurrency
+        )
         report.checks[:0] = [Check("host", e.host, False, e.detail) for e in self.unreachable]
         return report
 

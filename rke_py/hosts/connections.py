@@ -76,7 +76,8 @@ class Connections:
         with self._host_lock(f"docker {key}"):
             if key not in self._hosts:
                 docker = docker_client(conn, docker_socket or DEFAULT_SOCKET)
-                root = conn.run("id -u").stdout.strip() == b"0"
+                # root is uid 0: only another user's uid is worth a round trip to ask
+                root = target.user == "root" or conn.run("id -u").stdout.strip() == b"0"
                 files = None if root or self.docker_files is None else self.docker_files(docker)
                 self._hosts[key] = Host(conn, docker, files)
             return self._hosts[key]

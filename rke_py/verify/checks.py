@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Collection, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from rke_py.addons.k8s import object_ref
 from rke_py.config.schema import ClusterConfig
+from rke_py.deploy.parallel import DEFAULT_CONCURRENCY
 from rke_py.errors import VerifyError
 from rke_py.hosts.base import HostConnection
 from rke_py.kube.api import KubeAPI, KubeAPIError, node_ready
@@ -22,7 +23,7 @@ from rke_py.plan.model import ClusterPlan, NodePlan
 from rke_py.verify.health import probe
 
 LEASES = ("kube-controller-manager", "kube-scheduler")
-PARALLEL = 50  # nodes probed at once
+BESIDE = 8  # a node's probes and file hashes at once: more than any node has (threads start as needed)
 
 
 @dataclass
@@ -72,16 +73,39 @@ def verify(
     hostnames: Mapping[str, str],
     api: KubeAPI,
     workloads: Sequence[tuple[str, dict[str, Any]]] = (),
+    concurrency: int = DEFAULT_CONCURRENCY,
 ) -> Report:
     """Run every check. `hosts` maps node address → host (hosts missing from it were reported
     unreachable by the caller); `hostnames` address → the host's own name; `workloads` (add-on name,
-    DaemonSet or Deployment) are the add-ons' rollouts to check."""
+    DaemonSet or Deployment) are the add-ons' rollouts to check; `concurrency` nodes are probed at once,
+    while the API's answers (leases, Nodes, rollouts) are read beside them."""
     report = Report()
     reachable = [n for n in config.nodes if n.address in hosts]
-    with ThreadPoolExecutor(max_workers=max(1, min(PARALLEL, len(reachable)))) as pool:
-        per_node = pool.map(lambda n: _node_checks(plan.node(n.address), bundle, hosts[n.address]), reachable)
+    workers = max(1, min(concurrency, len(reachable)))
+    with (
+        ThreadPoolExecutor(max_workers=1) as api_side,
+        ThreadPoolExecutor(max_workers=workers * BESIDE) as beside,
+        ThreadPoolExecutor(max_workers=workers) as pool,
+    ):
+        cluster = api_side.submit(_cluster_checks, config, hostnames, api, workloads)
+        per_node = pool.map(
+            lambda n: _node_checks(plan.node(n.address), bundle, hosts[n.address], beside), reachable
+        )
         for checks in per_node:
             report.checks.extend(checks)
+        report.checks += cluster.result().checks
+        report.leases = cluster.result().leases
+    return report
+
+
+def _cluster_checks(
+    config: ClusterConfig,
+    hostnames: Mapping[str, str],
+    api: KubeAPI,
+    workloads: Sequence[tuple[str, dict[str, Any]]],
+) -> Report:
+    """What the API answers: the leader leases, the Nodes, the add-ons' rollouts."""
+    report = Report()
     _check_leases(report, config, hostnames, api)
     _check_nodes(report, config, api)
     report.checks += [_rollout(addon, workload, api) for addon, workload in workloads]
@@ -109,17 +133,21 @@ def _rollout(addon: str, workload: dict[str, Any], api: KubeAPI) -> Check:
     return Check("addon", target, ok, detail)
 
 
-def _node_checks(node: NodePlan, bundle: Mapping[str, CertKeyPair], host: HostConnection) -> list[Check]:
+def _node_checks(
+    node: NodePlan, bundle: Mapping[str, CertKeyPair], host: HostConnection, beside: Executor
+) -> list[Check]:
     """Every health check the node's containers have, fetched from the node itself, in start order. A
     container that answers is not enough: the files it reads must be the planned ones (a proxy whose
-    nginx.conf lists old controlplanes answers too)."""
+    nginx.conf lists old controlplanes answers too). The probes and the hashes travel side by side on the
+    host's one connection (run by `beside`), so a node costs one round of them, not one after another."""
     files = {f.path: f.sha256 for f in node.files}
-    on_host = host.file_hashes(sorted({p for spec in node.containers for p in spec.files}))
+    specs = [spec for spec in node.containers if spec.health is not None]
+    hashes = beside.submit(host.file_hashes, sorted({p for spec in node.containers for p in spec.files}))
+    probes = [beside.submit(probe, host, spec.health, bundle) for spec in specs if spec.health]
+    on_host = hashes.result()
     checks = []
-    for spec in node.containers:
-        if spec.health is None:
-            continue
-        ok, detail = probe(host, spec.health, bundle)
+    for spec, answer in zip(specs, probes, strict=True):
+        ok, detail = answer.result()
         stale = [p for p in spec.files if on_host.get(p) != files[p]]
         if stale:
             ok, detail = False, f"{', '.join(stale)} not as planned (re-run `rke-py up`)"
