@@ -13,6 +13,8 @@ from rke_py.deploy.actions import Action
 from rke_py.deploy.up import UpResult
 from rke_py.verify.checks import Report
 
+LISTED = 50  # rows shown one by one; above that, alike rows are counted instead
+
 
 def action_doc(action: Action) -> dict[str, str]:
     doc = {"kind": action.kind, "phase": action.phase, "target": action.target, "reason": action.reason}
@@ -44,18 +46,27 @@ def changes_doc(config: ClusterConfig, result: UpResult) -> dict[str, Any]:
 
 
 def print_actions(out: Console, result: UpResult, title: str) -> None:
-    table = Table(title=title)
-    for column in ("host", "phase", "action", "target", "why"):
-        table.add_column(column)
+    """One row an action; with more than LISTED rows, the same action on several hosts is one row that
+    counts them (--output json names every host)."""
+    rows: list[tuple[str, ...]] = []
     for address, host_actions in result.host_actions.items():
         files = [a for a in host_actions if a.kind == "write-file"]
         if files:  # certificates and configs: one row a host here, every path in --output json
-            table.add_row(address, "files", "write-file", f"{len(files)} files", _reasons(files))
-        for a in host_actions:
-            if a.kind != "write-file":
-                table.add_row(address, a.phase, a.kind, a.target, a.reason)
-    for c in result.cluster_actions:
-        table.add_row("(cluster)", c.phase, c.kind, c.target, c.reason)
+            rows.append((address, "files", "write-file", f"{len(files)} files", _reasons(files)))
+        rows += [
+            (address, a.phase, a.kind, a.target, a.reason) for a in host_actions if a.kind != "write-file"
+        ]
+    rows += [("(cluster)", c.phase, c.kind, c.target, c.reason) for c in result.cluster_actions]
+    if len(rows) > LISTED:
+        hosts: dict[tuple[str, ...], list[str]] = {}
+        for host, *action in rows:
+            hosts.setdefault(tuple(action), []).append(host)
+        rows = [(on[0] if len(on) == 1 else f"{len(on)} hosts", *action) for action, on in hosts.items()]
+    table = Table(title=title)
+    for column in ("host", "phase", "action", "target", "why"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*row)
     out.print(table)
 
 
@@ -67,11 +78,21 @@ def _reasons(actions: Sequence[Action]) -> str:
 
 
 def print_report(out: Console, report: Report) -> None:
+    """Every check of a small cluster; on a large one (more than LISTED checks) the failed checks, and
+    the passed ones counted by kind: thousands of "ok" rows hide the one that failed (--output json has
+    them all)."""
     table = Table(title="Verify")
     for column in ("check", "target", "result", "detail"):
         table.add_column(column)
+    many = len(report.checks) > LISTED
+    passed: dict[str, int] = {}
     for c in report.checks:
-        table.add_row(c.name, c.target, "ok" if c.ok else "FAIL", c.detail)
+        if many and c.ok:
+            passed[c.name] = passed.get(c.name, 0) + 1
+        else:
+            table.add_row(c.name, c.target, "ok" if c.ok else "FAIL", c.detail)
+    for name, count in passed.items():
+        table.add_row(name, f"{count} targets", "ok", "every one passed")
     out.print(table)
     if report.leases:
         leases = Table(title="Leader leases")

@@ -1,12 +1,14 @@
-"""What people read after `up` and `plan`: one row per container change, file writes summed per host."""
+"""What people read after `up`, `plan` and `status`: one row per container change, file writes summed per
+host; on large clusters alike rows counted, failures always named."""
 
 from rich.console import Console
 
-from rke_py.cli.render import print_actions
+from rke_py.cli.render import print_actions, print_report
 from rke_py.config.schema import Node
 from rke_py.deploy.actions import ReplaceContainer, SyncNode, WriteFile
 from rke_py.deploy.up import UpResult
 from rke_py.plan.model import ContainerSpec, FileSpec
+from rke_py.verify.checks import Check, Report
 
 
 def test_file_writes_are_one_row_per_host_and_container_changes_are_listed():
@@ -23,3 +25,38 @@ def test_file_writes_are_one_row_per_host_and_container_changes_are_listed():
     assert "/etc/kubernetes/ssl/0.pem" not in text
     assert "node/w1" in text and "label zone=b" in text
     assert result.changed == 33
+
+
+def test_on_a_large_cluster_the_same_change_on_many_hosts_is_one_row_that_counts_them():
+    replace = ReplaceContainer(ContainerSpec("kubelet", "hyperkube"), "worker", "spec changed; batch 1 of 2")
+    hosts = {f"10.0.1.{i}": [replace] for i in range(1, 61)}
+    hosts["10.0.1.7"] = [ReplaceContainer(ContainerSpec("kubelet", "hyperkube"), "worker", "image changed")]
+    out = Console(width=200, record=True)
+    print_actions(out, UpResult(hosts, [], None), title="Changes")
+    text = out.export_text()
+    assert "59 hosts" in text and "spec changed; batch 1 of 2" in text
+    assert "10.0.1.7" in text and "image changed" in text  # the one that differs keeps its host
+    assert "10.0.1.8 " not in text
+
+
+def test_a_large_clusters_report_lists_what_failed_and_counts_what_passed():
+    checks = [
+        Check("kubelet", f"10.0.1.{i}", i != 7, "ok" if i != 7 else "connection refused")
+        for i in range(1, 41)
+    ]
+    checks += [Check("kube-proxy", f"10.0.1.{i}", True, "ok") for i in range(1, 41)]
+    out = Console(width=200, record=True)
+    print_report(out, Report(checks))
+    text = out.export_text()
+    assert "10.0.1.7" in text and "FAIL" in text and "connection refused" in text
+    assert "39 targets" in text and "40 targets" in text
+    assert "10.0.1.8 " not in text
+    assert "1 check(s) failed" in text
+
+
+def test_a_small_clusters_report_lists_every_check():
+    checks = [Check("kubelet", f"10.0.1.{i}", True, "ok") for i in range(1, 4)]
+    out = Console(width=200, record=True)
+    print_report(out, Report(checks))
+    text = out.export_text()
+    assert all(f"10.0.1.{i}" in text for i in range(1, 4)) and "targets" not in text
