@@ -155,7 +155,7 @@ class FakeHost:
         self.root = root
         self.hostname = hostname or node.address
         self.docker = FakeDocker(self)
-        self.files: dict[str, tuple[bytes, int]] = {}
+        self.files: dict[str, tuple[str, int]] = {}  # path -> sha256 of what was written, mode
         world.hosts[node.address] = self
 
     @property
@@ -178,10 +178,10 @@ class FakeHost:
         return self.run(script)
 
     def write_file(self, path: str, content: bytes, mode: int) -> None:
-        self.files[path] = (content, mode)
+        self.files[path] = (hashlib.sha256(content).hexdigest(), mode)
 
     def file_hashes(self, paths: list[str]) -> dict[str, str | None]:
-        return {p: hashlib.sha256(self.files[p][0]).hexdigest() if p in self.files else None for p in paths}
+        return {p: self.files[p][0] if p in self.files else None for p in paths}
 
     def https_get(
         self,

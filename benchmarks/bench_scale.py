@@ -1,0 +1,186 @@
+"""rke-py's own cost at 100 to 3,000 nodes, on simulated hosts (`benchmarks/simulated.py`).
+
+Each size runs in a fresh process, as the CLI would, through the real commands (`rke_py.cli.main`) with
+only the SSH connector swapped for simulated hosts that answer with a round trip's latency. Operations, in
+order: fresh `up`, no-op `up`, `plan`, `status`, a one-flag kubelet change, adding 10 workers, removing
+them. Layout: 5 etcd+controlplane nodes, the rest workers; RKE's default add-ons.
+
+Prints a table and the goals beside what was measured; asserts nothing (goals are read, not enforced).
+Run: python benchmarks/bench_scale.py --nodes 100 1000 [--latency-ms 30] [--concurrency 50] [--output json]
+cpu_s is the process's CPU less what the simulation itself spent answering; peak_rss_mib is the process's
+peak resident size during the operation (simulated hosts included: they keep digests, not files).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.unit.fakehost, beside rke_py
+
+OPERATIONS = ("up", "noop-up", "plan", "status", "kubelet-change", "add-10", "remove-10")
+COLUMNS = (
+    "nodes",
+    "operation",
+    "wall_s",
+    "cpu_s",
+    "peak_rss_mib",
+    "ssh_sessions",
+    "ssh_commands",
+    "docker_calls",
+    "api_requests",
+    "peak_hosts",
+)
+CONTROLPLANES = 5
+
+
+def cluster_yml(workers: range, kubelet_args: dict[str, str] | None = None) -> str:
+    lines = ["nodes:"]
+    for n in range(1, CONTROLPLANES + 1):
+        lines.append(f"  - {{address: 10.0.0.{n}, user: root, role: [etcd, controlplane]}}")
+    for n in workers:
+        lines.append(f"  - {{address: 10.{1 + n // 250}.0.{1 + n % 250}, user: root, role: [worker]}}")
+    if kubelet_args:
+        lines.append(f"services: {{kubelet: {{extra_args: {json.dumps(kubelet_args)}}}}}")
+    return "\n".join(lines) + "\n"
+
+
+def peak_reset() -> None:
+    Path("/proc/self/clear_refs").write_text("5")
+
+
+def peak_mib() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) // 1024
+    return 0
+
+
+def measure_size(nodes: int, latency: float, concurrency: int) -> list[dict[str, object]]:
+    """Every operation on one simulated cluster of `nodes` nodes, in this process."""
+    from benchmarks import simulated
+    from rke_py import cli
+    from rke_py.config import load
+    from rke_py.deploy import session
+
+    workers = nodes - CONTROLPLANES
+    meter = simulated.Meter(latency)
+    world = simulated.sim_world()
+    session.SSHConnector = simulated.connector_factory(world, meter)  # type: ignore[assignment,misc]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "cluster.yml"
+        steps = {
+            "up": (["up"], cluster_yml(range(workers))),
+            "noop-up": (["up"], cluster_yml(range(workers))),
+            "plan": (["plan"], cluster_yml(range(workers))),
+            "status": (["status"], cluster_yml(range(workers))),
+            "kubelet-change": (["up"], cluster_yml(range(workers), {"v": "3"})),
+            "add-10": (["up"], cluster_yml(range(workers + 10), {"v": "3"})),
+            "remove-10": (["up"], cluster_yml(range(workers), {"v": "3"})),
+        }
+        for operation, (command, text) in steps.items():
+            path.write_text(text)
+            if operation in ("up", "add-10"):
+                known = set(world.hosts)
+                simulated.add_hosts(world, [n for n in load(path).config.nodes if n.address not in known])
+            meter.reset()
+            peak_reset()
+            cpu, started = time.process_time(), time.monotonic()
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+                try:
+                    cli.main([*command, "--config", str(path), "--concurrency", str(concurrency)])
+                except SystemExit as exit:
+                    code = exit.code
+            wall = time.monotonic() - started
+            if code != 0:
+                sys.exit(f"{nodes} nodes, {operation}: exit {code}\n{out.getvalue()[-3000:]}")
+            rows.append(
+                {
+                    "nodes": nodes,
+                    "operation": operation,
+                    "wall_s": round(wall, 2),
+                    "cpu_s": round(time.process_time() - cpu - meter.sim_cpu, 2),
+                    "peak_rss_mib": peak_mib(),
+                    "ssh_sessions": meter.counts["ssh_sessions"],
+                    "ssh_commands": meter.counts["ssh_commands"],
+                    "docker_calls": meter.counts["docker_calls"],
+                    "api_requests": meter.counts["api_requests"],
+                    "peak_hosts": meter.peak_hosts,
+                }
+            )
+    return rows
+
+
+def goals(rows: list[dict[str, object]], concurrency: int) -> list[tuple[str, str, bool]]:
+    """(goal, what was measured, met) for the issue's goals that the measured sizes allow."""
+    at = {(r["nodes"], r["operation"]): r for r in rows}
+    out = []
+    if (1000, "noop-up") in at:
+        noop, plan = at[1000, "noop-up"], at[1000, "plan"]
+        out.append(("no-op up at 1,000 nodes <= 15 s wall", f"{noop['wall_s']} s", noop["wall_s"] <= 15))
+        out.append(("no-op up at 1,000 nodes <= 5 s CPU", f"{noop['cpu_s']} s", noop["cpu_s"] <= 5))
+        out.append(("plan at 1,000 nodes <= 10 s", f"{plan['wall_s']} s", plan["wall_s"] <= 10))
+    peak = max(int(r["peak_rss_mib"]) for r in rows)
+    out.append(("peak memory <= 500 MiB", f"{peak} MiB", peak <= 500))
+    if (3000, "up") in at and (1000, "up") in at:
+        for metric in ("wall_s", "cpu_s", "peak_rss_mib"):
+            worst = max(
+                (float(at[3000, op][metric]) / max(float(at[1000, op][metric]), 0.01), op)
+                for op in OPERATIONS
+            )
+            out.append(
+                (f"3,000 / 1,000 nodes {metric} <= 3.3x", f"{worst[0]:.2f}x ({worst[1]})", worst[0] <= 3.3)
+            )
+    noop_api = sorted({int(r["api_requests"]) for r in rows if r["operation"] == "noop-up"})
+    out.append(
+        ("no-op up's API requests do not grow with nodes", " / ".join(map(str, noop_api)), len(noop_api) == 1)
+    )
+    hosts = max(int(r["peak_hosts"]) for r in rows)
+    out.append((f"hosts at once <= --concurrency {concurrency}", str(hosts), hosts <= concurrency))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, nargs="+", default=[100, 300, 1000, 3000])
+    parser.add_argument("--latency-ms", type=float, default=30, help="one network round trip")
+    parser.add_argument("--concurrency", type=int, default=50)
+    parser.add_argument("--output", choices=("text", "json"), default="text")
+    parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # a child: one size
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(measure_size(args.nodes[0], args.latency_ms / 1000, args.concurrency)))
+        return
+    rows: list[dict[str, object]] = []
+    for nodes in args.nodes:
+        child = [sys.executable, __file__, "--one", "--nodes", str(nodes)]
+        child += ["--latency-ms", str(args.latency_ms), "--concurrency", str(args.concurrency)]
+        done = subprocess.run(child, capture_output=True, text=True)
+        if done.returncode != 0:
+            sys.exit(done.stderr or done.stdout)
+        rows += json.loads(done.stdout)
+        if args.output == "text":
+            print(f"{nodes} nodes done", file=sys.stderr)
+    if args.output == "json":
+        print(json.dumps(rows))
+        return
+    print(f"latency {args.latency_ms:g} ms a round trip, --concurrency {args.concurrency}")
+    print(" | ".join(f"{c:>14}" for c in COLUMNS))
+    for row in rows:
+        print(" | ".join(f"{row[c]!s:>14}" for c in COLUMNS))
+    print()
+    for goal, measured, met in goals(rows, args.concurrency):
+        print(f"{'met    ' if met else 'NOT MET'}  {goal}: {measured}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,232 @@
+"""Simulated hosts and Kubernetes API for the scale benchmark: the unit tests' in-memory hosts
+(`tests/unit/fakehost.py`) behind the same `Connector` seam, with the latency and the contents of real ones.
+
+Every call waits as many network round trips as the real transport makes for it (`ROUND_TRIPS`) and is
+counted. The hosts hold what a real node holds besides rke-py's containers (the images of its pods), the
+API renews its leader Leases and reports add-on rollouts done, as real controllers would. What is not
+simulated: the CPU rke-py spends in SSH and TLS cryptography (paramiko, ssl), which the lab measures.
+
+The simulation's own CPU (the fake Docker, the fake API's bookkeeping and JSON) is measured per call and
+kept apart, so `Meter.sim_cpu` can be subtracted from the process's CPU to leave rke-py's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from rke_py.config.schema import Node
+from rke_py.kube.api import KubeAPI, KubeAPIError
+from rke_py.lab.kube import validation
+from rke_py.verify.checks import LEASES
+from tests.unit.fakehost import FakeDocker, FakeHost, FakeKube, World
+
+# Round trips per call, as rke-py's real transport makes them over one SSH connection (paramiko channels
+# on one transport; the Docker API on a pool of kept-alive channels; TLS 1.3 handshakes in one round trip).
+ROUND_TRIPS = {
+    "connect": 8,  # TCP, banners, key exchange (2), auth service and key, Docker's /version (2)
+    "id -u": 2,  # asked at connect when the SSH user is not root
+    "run": 2,  # open a session channel; exec, its output and exit status
+    "run_as_root": 2,
+    "file_hashes": 2,  # one sha256sum command
+    "write_file": 6,  # SFTP: stat the directory, remove a leftover, open, chmod, write and close, rename
+    "https_get": 3,  # a direct-tcpip channel, the TLS handshake, the request
+    "http_get": 2,
+    "docker": 1,  # a request on a kept-alive channel to the Docker socket
+    "api": 3,  # a channel to the apiserver, the TLS handshake, the request
+}
+POD_IMAGES = 40  # images a real node holds for its pods, listed by every `docker images`
+
+
+@dataclass
+class Meter:
+    """Counts calls, waits their latency, and tracks how many hosts have a call in flight at once."""
+
+    latency: float  # seconds per round trip
+    counts: Counter[str] = field(default_factory=Counter)
+    sim_cpu: float = 0.0  # CPU seconds the simulation itself spent answering
+    peak_hosts: int = 0  # the most hosts with a call in flight at one moment
+    _busy: Counter[str] = field(default_factory=Counter)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @contextlib.contextmanager
+    def call(self, counter: str, address: str, round_trips: int) -> Iterator[None]:
+        with self._lock:
+            self.counts[counter] += 1
+            if address:
+                self._busy[address] += 1
+                self.peak_hosts = max(self.peak_hosts, len(self._busy))
+        try:
+            if self.latency:
+                time.sleep(self.latency * round_trips)
+            started = time.thread_time()
+            try:
+                yield
+            finally:
+                spent = time.thread_time() - started
+                with self._lock:
+                    self.sim_cpu += spent
+        finally:
+            if address:
+                with self._lock:
+                    self._busy[address] -= 1
+                    if not self._busy[address]:
+                        del self._busy[address]
+
+    def reset(self) -> None:
+        with self._lock:
+            self.counts.clear()
+            self.sim_cpu = 0.0
+            self.peak_hosts = 0
+
+
+class SimDocker(FakeDocker):
+    """A fake Docker whose controller-manager and scheduler take their leader Lease when they start."""
+
+    def start(self, container: str) -> None:
+        super().start(container)
+        name = self._find(container).name
+        if name in LEASES:
+            self.host.world.kube.leaders.setdefault(name, self.host.hostname)
+
+
+class SimHost(FakeHost):
+    """A fake host that also holds its pods' images, as a real node does."""
+
+    def __init__(self, world: World, node: Node):
+        super().__init__(world, node)
+        self.docker = SimDocker(self)
+        self.docker.images.update(f"registry.example/app-{i}:v1" for i in range(POD_IMAGES))
+
+
+class SimKube(FakeKube):
+    """The fake API with what a real cluster adds: the apiserver's refusals (the lab's stand-in rules),
+    leader Leases renewed as they are read, add-on DaemonSets and Deployments rolled out when applied."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.leaders: dict[str, str] = {}  # lease name -> holder's hostname
+
+    def request(
+        self, method: str, path: str, body: Any = None, content_type: str = "application/json"
+    ) -> Any:
+        lease = path.rsplit("/", 1)[-1]
+        if method == "GET" and "/leases/" in path and lease in self.leaders:
+            now = dt.datetime.now(dt.UTC).isoformat().replace("+00:00", "Z")
+            holder = f"{self.leaders[lease]}_0f3c"
+            return {"spec": {"holderIdentity": holder, "leaseDurationSeconds": 15, "renewTime": now}}
+        refused = (
+            validation.problems(body["kind"], body) if method == "PATCH" and "kind" in (body or {}) else []
+        )
+        if refused:
+            raise KubeAPIError(f"{method} {path}: HTTP 422: {'; '.join(refused)}", 422)
+        result = super().request(method, path, body, content_type)
+        if (
+            method == "PATCH"
+            and isinstance(result, dict)
+            and result.get("kind") in ("DaemonSet", "Deployment")
+        ):
+            wanted = len(self.nodes) if result["kind"] == "DaemonSet" else result["spec"].get("replicas", 1)
+            result["metadata"]["generation"] = 1
+            result["status"] = {
+                "observedGeneration": 1,
+                **dict.fromkeys(("desiredNumberScheduled", "numberReady", "updatedNumberScheduled"), wanted),
+                **dict.fromkeys(("readyReplicas", "updatedReplicas"), wanted),
+            }
+        return result
+
+
+class Metered:
+    """Any host-side object with each method call counted under `counter` and delayed by its round trips."""
+
+    def __init__(self, target: Any, meter: Meter, address: str, counter: str):
+        self._target = target
+        self._meter = meter
+        self._address = address
+        self._counter = counter
+        if counter == "ssh_commands":
+            self.docker = Metered(target.docker, meter, address, "docker_calls")
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._target, name)
+        if not callable(value):
+            return value
+        trips = ROUND_TRIPS["docker"] if self._counter == "docker_calls" else ROUND_TRIPS[name]
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with self._meter.call(self._counter, self._address, trips):
+                return value(*args, **kwargs)
+
+        return call
+
+
+class SimClient(KubeAPI):
+    """A client of the simulated API: JSON both ways as a real client sends and reads it, and its own
+    discovery cache, as each rke-py process has."""
+
+    def __init__(self, server: SimKube, meter: Meter):
+        self._resources = {}
+        self._lock = threading.Lock()
+        self.server = server
+        self.meter = meter
+
+    def request(
+        self, method: str, path: str, body: Any = None, content_type: str = "application/json"
+    ) -> Any:
+        sent = json.dumps(body) if body is not None else None
+        with self.meter.call("api_requests", "", ROUND_TRIPS["api"]), self.server._lock:
+            answer = json.dumps(self.server.request(method, path, sent and json.loads(sent), content_type))
+        return json.loads(answer)
+
+
+class SimConnector:
+    """The `Connector` of one rke-py run: one simulated SSH connection per host, opened on first use."""
+
+    def __init__(self, world: World, meter: Meter):
+        self.world = world
+        self.meter = meter
+        self._hosts: dict[str, Metered] = {}
+        self._lock = threading.Lock()
+
+    def host(self, node: Node) -> Metered:
+        with self._lock:
+            known = self._hosts.get(node.address)
+        if known is not None:
+            return known
+        trips = ROUND_TRIPS["connect"] + (ROUND_TRIPS["id -u"] if node.user != "root" else 0)
+        with self.meter.call("ssh_sessions", node.address, trips):
+            host = Metered(self.world.hosts[node.address], self.meter, node.address, "ssh_commands")
+        with self._lock:
+            return self._hosts.setdefault(node.address, host)
+
+    def kube_api(self, servers: list[str], identity: Any = None) -> KubeAPI:
+        assert isinstance(self.world.kube, SimKube)
+        return SimClient(self.world.kube, self.meter)
+
+    def learned_host_keys(self) -> dict[str, str]:
+        return {}
+
+    def close(self) -> None:
+        self._hosts.clear()
+
+
+def sim_world() -> World:
+    return World(kube=SimKube())
+
+
+def add_hosts(world: World, nodes: list[Node]) -> None:
+    world.etcd_hosts += [n.address for n in nodes if n.has("etcd")]
+    for node in nodes:
+        SimHost(world, node)
+
+
+def connector_factory(world: World, meter: Meter) -> Callable[..., SimConnector]:
+    """What stands in for `SSHConnector(desired, options)`: every run gets a new connector."""
+    return lambda desired, options: SimConnector(world, meter)
