@@ -3,7 +3,8 @@
 Each size runs in a fresh process, as the CLI would, through the real commands (`rke_py.cli.main`) with
 only the SSH connector swapped for simulated hosts that answer with a round trip's latency. Operations, in
 order: fresh `up`, no-op `up`, `plan`, `status`, a one-flag kubelet change, adding 10 workers, removing
-them. Layout: 5 etcd+controlplane nodes, the rest workers; RKE's default add-ons.
+them. Layout: 5 etcd+controlplane nodes, the rest workers, RKE's default add-ons (`--controlplanes N`
+and `--no-addons` give the lab's layout, to compare with `bench_up.py`).
 
 Prints a table and the goals beside what was measured; asserts nothing (goals are read, not enforced).
 Run: python benchmarks/bench_scale.py --nodes 100 1000 [--latency-ms 30] [--concurrency 50] [--output json]
@@ -38,15 +39,20 @@ COLUMNS = (
     "api_requests",
     "peak_hosts",
 )
-CONTROLPLANES = 5
 
 
-def cluster_yml(workers: range, kubelet_args: dict[str, str] | None = None) -> str:
+def cluster_yml(
+    nodes: int, controlplanes: int, addons: bool, kubelet_args: dict[str, str] | None = None
+) -> str:
+    """`controlplanes` etcd+controlplane nodes, the rest workers; RKE's default add-ons, or none (as the lab
+    has them)."""
     lines = ["nodes:"]
-    for n in range(1, CONTROLPLANES + 1):
-        lines.append(f"  - {{address: 10.0.0.{n}, user: root, role: [etcd, controlplane]}}")
-    for n in workers:
-        lines.append(f"  - {{address: 10.{1 + n // 250}.0.{1 + n % 250}, user: root, role: [worker]}}")
+    for n in range(nodes):
+        roles = "[etcd, controlplane]" if n < controlplanes else "[worker]"
+        lines.append(f"  - {{address: 10.{1 + n // 250}.0.{1 + n % 250}, user: root, role: {roles}}}")
+    if not addons:
+        lines += ["network: {plugin: none}", "dns: {provider: none}", "ingress: {provider: none}"]
+        lines.append("monitoring: {provider: none}")
     if kubelet_args:
         lines.append(f"services: {{kubelet: {{extra_args: {json.dumps(kubelet_args)}}}}}")
     return "\n".join(lines) + "\n"
@@ -63,28 +69,31 @@ def peak_mib() -> int:
     return 0
 
 
-def measure_size(nodes: int, latency: float, concurrency: int) -> list[dict[str, object]]:
+def measure_size(
+    nodes: int, latency: float, concurrency: int, controlplanes: int, addons: bool
+) -> list[dict[str, object]]:
     """Every operation on one simulated cluster of `nodes` nodes, in this process."""
     from benchmarks import simulated
     from rke_py import cli
     from rke_py.config import load
     from rke_py.deploy import session
 
-    workers = nodes - CONTROLPLANES
     meter = simulated.Meter(latency)
     world = simulated.sim_world()
     session.SSHConnector = simulated.connector_factory(world, meter)  # type: ignore[assignment,misc]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "cluster.yml"
+        plain = cluster_yml(nodes, controlplanes, addons)
+        changed = cluster_yml(nodes, controlplanes, addons, {"v": "3"})
         steps = {
-            "up": (["up"], cluster_yml(range(workers))),
-            "noop-up": (["up"], cluster_yml(range(workers))),
-            "plan": (["plan"], cluster_yml(range(workers))),
-            "status": (["status"], cluster_yml(range(workers))),
-            "kubelet-change": (["up"], cluster_yml(range(workers), {"v": "3"})),
-            "add-10": (["up"], cluster_yml(range(workers + 10), {"v": "3"})),
-            "remove-10": (["up"], cluster_yml(range(workers), {"v": "3"})),
+            "up": (["up"], plain),
+            "noop-up": (["up"], plain),
+            "plan": (["plan"], plain),
+            "status": (["status"], plain),
+            "kubelet-change": (["up"], changed),
+            "add-10": (["up"], cluster_yml(nodes + 10, controlplanes, addons, {"v": "3"})),
+            "remove-10": (["up"], changed),
         }
         for operation, (command, text) in steps.items():
             path.write_text(text)
@@ -154,16 +163,28 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, nargs="+", default=[100, 300, 1000, 3000])
     parser.add_argument("--latency-ms", type=float, default=30, help="one network round trip")
     parser.add_argument("--concurrency", type=int, default=50)
+    parser.add_argument(
+        "--controlplanes", type=int, default=5, help="etcd+controlplane nodes; the rest workers"
+    )
+    parser.add_argument("--no-addons", action="store_true", help="add-ons off, as in the lab")
     parser.add_argument("--output", choices=("text", "json"), default="text")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # a child: one size
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(measure_size(args.nodes[0], args.latency_ms / 1000, args.concurrency)))
+        sizes = (
+            args.nodes[0],
+            args.latency_ms / 1000,
+            args.concurrency,
+            args.controlplanes,
+            not args.no_addons,
+        )
+        print(json.dumps(measure_size(*sizes)))
         return
     rows: list[dict[str, object]] = []
     for nodes in args.nodes:
         child = [sys.executable, __file__, "--one", "--nodes", str(nodes)]
         child += ["--latency-ms", str(args.latency_ms), "--concurrency", str(args.concurrency)]
+        child += ["--controlplanes", str(args.controlplanes)] + (["--no-addons"] if args.no_addons else [])
         done = subprocess.run(child, capture_output=True, text=True)
         if done.returncode != 0:
             sys.exit(done.stderr or done.stdout)
@@ -173,7 +194,8 @@ def main() -> None:
     if args.output == "json":
         print(json.dumps(rows))
         return
-    print(f"latency {args.latency_ms:g} ms a round trip, --concurrency {args.concurrency}")
+    layout = f"{args.controlplanes} etcd+controlplane, {'no' if args.no_addons else 'default'} add-ons"
+    print(f"{layout}; latency {args.latency_ms:g} ms a round trip; --concurrency {args.concurrency}")
     print(" | ".join(f"{c:>14}" for c in COLUMNS))
     for row in rows:
         print(" | ".join(f"{row[c]!s:>14}" for c in COLUMNS))
