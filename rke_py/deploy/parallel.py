@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from rke_py.errors import HostError
+from rke_py.errors import HostError, RkePyError
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -34,3 +34,21 @@ def for_each(
             except HostError as exc:
                 errors.append(exc)
     return results, errors
+
+
+def for_all(items: Iterable[T], fn: Callable[[T], R], concurrency: int) -> list[tuple[T, R]]:
+    """`for_each`, raising every item's failure at once (as one error of the first one's kind)."""
+    results, errors = for_each(items, fn, concurrency)
+    if errors:
+        raise combined(errors, type(errors[0]))
+    return results
+
+
+def combined(errors: list[HostError], kind: type[HostError]) -> RkePyError:
+    """Several hosts' failures as one error of `kind` that names them all."""
+    if len(errors) == 1:
+        return errors[0]
+    first = errors[0]
+    error = kind(first.host, first.step, first.detail, first.log_tail)
+    error.args = ("\n".join(str(e) for e in errors),)
+    return error

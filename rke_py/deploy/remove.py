@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from rke_py.deploy.desired import Desired
-from rke_py.deploy.parallel import for_each
+from rke_py.deploy.parallel import for_all
 from rke_py.deploy.phases import Phase, run_phases
 from rke_py.deploy.reconcile import clean_host
-from rke_py.deploy.session import Connector, Options, Session, combined
+from rke_py.deploy.session import Connector, Options, Session
 from rke_py.state import kubeconfig_path_for, state_path_for
 
 
@@ -39,11 +39,7 @@ class CleanHosts(Phase):
             target = self.session.targets[address]
             return clean_host(target.host, target.facts, d.config.prefix_path, d.registry)
 
-        results, errors = for_each(
-            [n.address for n in d.config.nodes], clean, self.session.options.concurrency
-        )
-        if errors:
-            raise combined(errors, type(errors[0]))
+        results = for_all([n.address for n in d.config.nodes], clean, self.session.options.concurrency)
         self.removed.update(results)
 
 

@@ -8,6 +8,7 @@ API over it), or an in-memory one in tests, so everything from observe to verify
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -24,10 +25,10 @@ from rke_py.deploy.diff import diff_host
 from rke_py.deploy.nodesync import node_actions
 from rke_py.deploy.objects import identity, object_actions, prune_actions
 from rke_py.deploy.observe import observe
-from rke_py.deploy.parallel import DEFAULT_CONCURRENCY, for_each
+from rke_py.deploy.parallel import DEFAULT_CONCURRENCY, combined, for_each
 from rke_py.deploy.reconcile import leaving_actions
 from rke_py.deploy.targets import bastion_target, ssh_target
-from rke_py.errors import ConnectError, HostError, RkePyError, UnreachableError
+from rke_py.errors import ConnectError, HostError, UnreachableError
 from rke_py.hosts.base import DockerError, HostConnection
 from rke_py.hosts.connections import Connections
 from rke_py.hosts.docker_api import HostDocker
@@ -127,6 +128,7 @@ class Session:
         self.unreachable: list[HostError] = []
         self.removed_targets: dict[str, Target] = {}
         self._api: KubeAPI | None = None
+        self._api_lock = threading.Lock()
 
     def __enter__(self) -> Session:
         return self
@@ -271,13 +273,15 @@ class Session:
         return {n["metadata"]["name"]: n for n in items}
 
     def kube_api(self) -> KubeAPI:
-        """Through the controlplane nodes' addresses, as the admin kubeconfig; reachable ones first."""
-        if self._api is None:
-            cps = sorted(
-                self.desired.config.hosts("controlplane"), key=lambda n: n.address not in self.targets
-            )
-            self._api = self.connector.kube_api([hostport(n.address, 6443) for n in cps])
-        return self._api
+        """Through the controlplane nodes' addresses, as the admin kubeconfig; reachable ones first. One
+        client a run, whichever worker asks first (Node changes ask from many)."""
+        with self._api_lock:
+            if self._api is None:
+                cps = sorted(
+                    self.desired.config.hosts("controlplane"), key=lambda n: n.address not in self.targets
+                )
+                self._api = self.connector.kube_api([hostport(n.address, 6443) for n in cps])
+            return self._api
 
     def verify(self) -> Report:
         d = self.desired
@@ -291,13 +295,3 @@ class Session:
         )
         report.checks[:0] = [Check("host", e.host, False, e.detail) for e in self.unreachable]
         return report
-
-
-def combined(errors: list[HostError], kind: type[HostError]) -> RkePyError:
-    """Several hosts' failures as one error of `kind` that names them all."""
-    if len(errors) == 1:
-        return errors[0]
-    first = errors[0]
-    error = kind(first.host, first.step, first.detail, first.log_tail)
-    error.args = ("\n".join(str(e) for e in errors),)
-    return error

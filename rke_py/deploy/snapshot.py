@@ -26,9 +26,9 @@ from rke_py.deploy.apply import Applier
 from rke_py.deploy.clusterstate import NAME, NAMESPACE, state_from_secret
 from rke_py.deploy.clusterstate import PATH as STATE_SECRET_PATH
 from rke_py.deploy.desired import Desired, prepare
-from rke_py.deploy.parallel import for_each
+from rke_py.deploy.parallel import combined, for_each
 from rke_py.deploy.phases import Phase, run_phases
-from rke_py.deploy.session import Connector, Options, Session, combined
+from rke_py.deploy.session import Connector, Options, Session
 from rke_py.deploy.up import UpResult, up
 from rke_py.errors import AbortedError, ConnectError, HostError
 from rke_py.hosts.base import DockerError, remove_if_present

@@ -19,11 +19,11 @@ from rke_py.deploy.apply import Applier, Target
 from rke_py.deploy.desired import Desired
 from rke_py.deploy.nodesync import node_actions
 from rke_py.deploy.objects import object_actions
-from rke_py.deploy.parallel import for_each
+from rke_py.deploy.parallel import combined, for_all
 from rke_py.deploy.phases import Phase, run_phases
 from rke_py.deploy.preflight import preflight
 from rke_py.deploy.saving import save_state, write_kubeconfig
-from rke_py.deploy.session import Connector, Options, Session, combined
+from rke_py.deploy.session import Connector, Options, Session
 from rke_py.errors import ApplyError, HostError, PreflightError
 from rke_py.plan import nginx_proxy
 from rke_py.plan.components import PLANES
@@ -77,9 +77,7 @@ class Run:
                 if target is not None and action.phase in keys:
                     self.applier.execute(action, target)
 
-        _, errors = for_each(nodes, apply_host, self.options.concurrency)
-        if errors:
-            raise combined(errors, type(errors[0]))
+        for_all(nodes, apply_host, self.options.concurrency)
 
     def per_node(self, actions: Sequence[a.ClusterAction]) -> None:
         """Changes to Nodes (label, cordon, drain, uncordon): one Node's in order, Nodes in parallel, so a
@@ -92,9 +90,7 @@ class Run:
             for action in node_actions:
                 self.applier.execute(action)
 
-        _, errors = for_each(by_node.values(), change, self.options.concurrency)
-        if errors:
-            raise combined(errors, type(errors[0]))
+        for_all(by_node.values(), change, self.options.concurrency)
 
 
 class Connect(Phase):
@@ -310,11 +306,7 @@ class Plane(Phase):
 
     def _proxies(self, rotations: list[tuple[str, a.RotateProxy]]) -> None:
         targets = self.r.session.targets
-        _, errors = for_each(
-            rotations, lambda x: self.r.applier.execute(x[1], targets[x[0]]), self.r.options.concurrency
-        )
-        if errors:
-            raise combined(errors, type(errors[0]))
+        for_all(rotations, lambda x: self.r.applier.execute(x[1], targets[x[0]]), self.r.options.concurrency)
 
 
 class Kubeconfig(Phase):
