@@ -37,7 +37,9 @@ class _PrivateLog(logging.FileHandler):
 def setup_logging(log_file: Path | None, *, verbose: bool = False) -> None:
     """Progress to stderr (INFO), everything to the log file (DEBUG)."""
     quiet = logging.getLogger("paramiko")  # its probes log at ERROR; rke-py reports failures itself
-    quiet.addHandler(logging.NullHandler())
+    for old in quiet.handlers:
+        old.close()
+    quiet.handlers = [logging.NullHandler()]
     quiet.propagate = False
     root = logging.getLogger(LOGGER)
     root.setLevel(logging.DEBUG)
@@ -57,6 +59,8 @@ def setup_logging(log_file: Path | None, *, verbose: bool = False) -> None:
         file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
         file_handler.setLevel(logging.DEBUG)
         root.addHandler(file_handler)
+        # why an SSH connection dropped (a reset, a failed rekey) is paramiko's to say: in the file only
+        quiet.addHandler(file_handler)
 
 
 def default_log_file(config_path: Path) -> Path:
