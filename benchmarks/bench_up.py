@@ -1,5 +1,7 @@
-"""How long `rke-py up` takes on lab clusters of 3, 6 and 12 nodes, what a no-op re-run costs, and how
-much CPU rke-py itself spends (user+sys of the rke-py process, apart from the lab's hosts).
+"""How long `rke-py up` takes on lab clusters of 3, 6 and 12 nodes, what a no-op re-run costs (verify
+included, as a user runs it), and how much CPU rke-py itself spends (user+sys of the rke-py process, apart
+from the lab's hosts): beside `bench_scale.py --controlplanes 3 --no-addons`, the lab's layout, it shows
+what the real transport (SSH, TLS, docker-py) adds to the simulated hosts' figures.
 
 Prints a table; asserts nothing (speed goals are read from the table, not enforced by tests).
 Run: python benchmarks/bench_up.py [--sizes 3,6,12]
@@ -46,7 +48,7 @@ def bench(nodes: int) -> dict[str, float]:
     cluster_yml = str(Path(json.loads(lab.stdout)["cluster_yml"]))
     try:
         up = rke_py("up", "--config", cluster_yml)
-        noop = rke_py("up", "--config", cluster_yml, "--no-verify")
+        noop = rke_py("up", "--config", cluster_yml)
         plan = rke_py("plan", "--config", cluster_yml)
         status = rke_py("status", "--config", cluster_yml)
     finally:
@@ -59,6 +61,7 @@ def bench(nodes: int) -> dict[str, float]:
         "no-op up": noop.seconds,
         "no-op CPU": noop.cpu,
         "plan": plan.seconds,
+        "plan CPU": plan.cpu,
         "status": status.seconds,
         "peak MiB": up.peak_mib,
     }
