@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import io
 import json
 import subprocess
@@ -100,6 +101,8 @@ def measure_size(
             if operation in ("up", "add-10"):
                 known = set(world.hosts)
                 simulated.add_hosts(world, [n for n in load(path).config.nodes if n.address not in known])
+            gc.collect()
+            gc.freeze()  # the simulated hosts are not rke-py's: its collections need not walk them
             meter.reset()
             peak_reset()
             cpu, started = time.process_time(), time.monotonic()
@@ -149,10 +152,9 @@ def goals(rows: list[dict[str, object]], concurrency: int) -> list[tuple[str, st
             out.append(
                 (f"3,000 / 1,000 nodes {metric} <= 3.3x", f"{worst[0]:.2f}x ({worst[1]})", worst[0] <= 3.3)
             )
-    noop_api = sorted({int(r["api_requests"]) for r in rows if r["operation"] == "noop-up"})
-    out.append(
-        ("no-op up's API requests do not grow with nodes", " / ".join(map(str, noop_api)), len(noop_api) == 1)
-    )
+    noop_api = [int(r["api_requests"]) for r in rows if r["operation"] == "noop-up"]  # smallest size first
+    grows = " / ".join(map(str, noop_api))
+    out.append(("no-op up's API requests do not grow with nodes", grows, max(noop_api) <= noop_api[0]))
     hosts = max(int(r["peak_hosts"]) for r in rows)
     out.append((f"hosts at once <= --concurrency {concurrency}", str(hosts), hosts <= concurrency))
     return out
@@ -181,7 +183,7 @@ def main() -> None:
         print(json.dumps(measure_size(*sizes)))
         return
     rows: list[dict[str, object]] = []
-    for nodes in args.nodes:
+    for nodes in sorted(args.nodes):
         child = [sys.executable, __file__, "--one", "--nodes", str(nodes)]
         child += ["--latency-ms", str(args.latency_ms), "--concurrency", str(args.concurrency)]
         child += ["--controlplanes", str(args.controlplanes)] + (["--no-addons"] if args.no_addons else [])
