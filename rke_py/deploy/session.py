@@ -25,7 +25,7 @@ from rke_py.deploy.diff import diff_host
 from rke_py.deploy.nodesync import node_actions
 from rke_py.deploy.objects import identity, object_actions, prune_actions
 from rke_py.deploy.observe import observe
-from rke_py.deploy.parallel import DEFAULT_CONCURRENCY, combined, for_each
+from rke_py.deploy.parallel import DEFAULT_CONCURRENCY, combined, for_all, for_each
 from rke_py.deploy.reconcile import leaving_actions
 from rke_py.deploy.targets import bastion_target, ssh_target
 from rke_py.errors import ConnectError, HostError, UnreachableError
@@ -243,7 +243,7 @@ class Session:
         def listed(api_version: str) -> list[dict[str, Any]]:
             return [item for name in groups[api_version] for item in api.list(api_version, name, ADDON_LABEL)]
 
-        found, _ = for_each(groups, listed, self.options.concurrency)
+        found = for_all(groups, listed, self.options.concurrency)
         labelled = {identity(item): item for _, items in found for item in items}
         actions: list[ClusterAction] = []
         for addon in addons:

@@ -13,7 +13,6 @@ from typing import Any
 
 from rke_py.addons.k8s import object_ref
 from rke_py.config.schema import ClusterConfig
-from rke_py.deploy.parallel import DEFAULT_CONCURRENCY
 from rke_py.errors import VerifyError
 from rke_py.hosts.base import HostConnection
 from rke_py.kube.api import KubeAPI, KubeAPIError, node_ready
@@ -72,8 +71,8 @@ def verify(
     hosts: Mapping[str, HostConnection],
     hostnames: Mapping[str, str],
     api: KubeAPI,
-    workloads: Sequence[tuple[str, dict[str, Any]]] = (),
-    concurrency: int = DEFAULT_CONCURRENCY,
+    workloads: Sequence[tuple[str, dict[str, Any]]],
+    concurrency: int,
 ) -> Report:
     """Run every check. `hosts` maps node address → host (hosts missing from it were reported
     unreachable by the caller); `hostnames` address → the host's own name; `workloads` (add-on name,
