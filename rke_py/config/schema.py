@@ -283,10 +283,31 @@ class Monitoring:
 
 
 @dataclass
+class CloudProvider:
+    """`cloud_provider`: RKE spells these keys in camelCase; the provider sub-objects stay plain data and
+    are checked by `validate_cloud.py` before any of them reaches a host."""
+
+    name: str = ""
+    useInstanceMetadataHostname: bool | None = None
+    awsCloudProvider: dict[str, Any] | None = None
+    azureCloudProvider: dict[str, Any] | None = None
+    openstackCloudProvider: dict[str, Any] | None = None
+    vsphereCloudProvider: dict[str, Any] | None = None
+    harvesterCloudProvider: dict[str, Any] | None = None
+    customCloudProvider: str = ""
+
+
+@dataclass
+class AuthWebhook:
+    config_file: str = ""  # a kubeconfig naming the webhook; RKE's default points at 127.0.0.1:6440
+    cache_timeout: str = ""
+
+
+@dataclass
 class Authentication:
     strategy: str = ""
     sans: list[str] = field(default_factory=list)
-    webhook: dict[str, Any] | None = None
+    webhook: AuthWebhook | None = None
 
 
 @dataclass
@@ -328,7 +349,7 @@ class ClusterConfig:
     monitoring: Monitoring = field(default_factory=Monitoring)
     addons: str = ""
     addons_include: list[str] = field(default_factory=list)
-    cloud_provider: dict[str, Any] | None = None
+    cloud_provider: CloudProvider = field(default_factory=CloudProvider)
     # RKE keys that drive operations rke-py does not implement yet; accepted and kept so a real file loads.
     restore: dict[str, Any] | None = None
     rotate_certificates: dict[str, Any] | None = None

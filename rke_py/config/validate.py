@@ -12,8 +12,18 @@ import re
 from collections.abc import Callable
 
 from cryptography import x509
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
 
-from rke_py.config import kdm, validate_addons, validate_network, validate_nodes, validate_values, values
+from rke_py.config import (
+    kdm,
+    validate_addons,
+    validate_cloud,
+    validate_network,
+    validate_nodes,
+    validate_values,
+    values,
+)
 from rke_py.config.findings import Findings, Path, did_you_mean, dotted
 from rke_py.config.mapping import YAML_NAMES
 from rke_py.config.schema import ClusterConfig, Services
@@ -104,6 +114,31 @@ def _authentication(config: ClusterConfig, findings: Findings) -> None:
             f'authentication strategy "{strategy}" is not supported',
             'use "x509" or "x509|webhook"; x509 is always required',
         )
+    webhook = config.authentication.webhook
+    if webhook is None:
+        return
+    problem = values.duration(webhook.cache_timeout)
+    if problem:
+        findings.error(("authentication", "webhook", "cache_timeout"), f"cache_timeout {problem}")
+    if not _names_a_server(webhook.config_file):
+        findings.error(
+            ("authentication", "webhook", "config_file"),
+            "config_file is not a kubeconfig naming the webhook's server",
+            "give a kubeconfig (YAML) whose clusters[0].cluster.server is the webhook's URL, "
+            "or leave it empty for RKE's default (http://127.0.0.1:6440/v1/authenticate)",
+        )
+
+
+def _names_a_server(text: str) -> bool:
+    """The webhook kubeconfig parses and its first cluster has a server URL (what the apiserver reads)."""
+    try:
+        data = YAML(typ="safe", pure=True).load(text)
+    except YAMLError:
+        return False
+    clusters = data.get("clusters") if isinstance(data, dict) else None
+    first = clusters[0] if isinstance(clusters, list) and clusters and isinstance(clusters[0], dict) else {}
+    server = (first.get("cluster") or {}).get("server") if isinstance(first.get("cluster"), dict) else None
+    return isinstance(server, str) and server.startswith(("http://", "https://"))
 
 
 def _authorization(config: ClusterConfig, findings: Findings) -> None:
@@ -275,7 +310,6 @@ def _not_deployed(config: ClusterConfig, findings: Findings) -> None:
     hint = "rke-py does not set this up yet (README, Scope); remove it or set it up yourself"
     encryption = config.services.kube_api.secrets_encryption_config or {}
     etcd = config.services.etcd
-    cloud = config.cloud_provider or {}
     unsupported = (
         (
             encryption.get("enabled") is True,
@@ -283,7 +317,6 @@ def _not_deployed(config: ClusterConfig, findings: Findings) -> None:
             "secrets encryption is not configured by rke-py",
         ),
         (bool(etcd.uid or etcd.gid), ("services", "etcd", "uid"), "etcd runs as root: uid/gid are ignored"),
-        (bool(cloud.get("name")), ("cloud_provider", "name"), "cloud providers are not configured by rke-py"),
     )
     for applies, path, message in unsupported:
         if applies:
@@ -326,5 +359,6 @@ CHECKS: tuple[Callable[[ClusterConfig, Findings], None], ...] = (
     validate_addons.ingress,
     validate_addons.user_addons,
     validate_addons.ignored,
+    validate_cloud.cloud,
     _not_deployed,
 )

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from rke_py.config.schema import ROLES, ClusterConfig, Node
 from rke_py.pki.certs import CertKeyPair
-from rke_py.plan import kube_apiserver, kubelet, nginx_proxy
+from rke_py.plan import cloud_provider, kube_apiserver, kubelet, nginx_proxy
 from rke_py.plan.cert_files import node_files
 from rke_py.plan.components import PLANES, REGISTRY, Component, Placement
 from rke_py.plan.model import ClusterPlan, ContainerSpec, FileSpec, NodePlan, Placed, files_digest
@@ -32,9 +32,13 @@ def build_plan(
     etcd members added to the running cluster after it was created (their etcd starts as "existing").
     What is the same for many nodes (the proxy's and the apiserver's files, the apiserver list) is made
     once, not once a node: a plan's cost grows with the node count, not with its square."""
+    everywhere = [*cloud_provider.files(config), *kube_apiserver.webhook_files(config)]
     shared = Shared(
         bundle=dict(bundle),
-        files={True: kube_apiserver.files(config), False: nginx_proxy.files(config)},
+        files={
+            True: [*kube_apiserver.files(config), *everywhere],
+            False: [*nginx_proxy.files(config), *everywhere],
+        },
         apiservers=tuple(nginx_proxy.apiservers(config)),
     )
     return ClusterPlan(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rke_py.config.schema import ClusterConfig
 from rke_py.pki.paths import cert_path, key_path, kubeconfig_path
+from rke_py.plan import cloud_provider
 from rke_py.plan.common import (
     CA,
     KUBE_DIR,
@@ -25,11 +26,11 @@ NAME = "kube-controller-manager"
 def flags(config: ClusterConfig) -> dict[str, str]:
     kubeconfig = kubeconfig_path(NAME)
     return {
+        **cloud_provider.flags(config),
         "allocate-node-cidrs": "true",
         "allow-untagged-cloud": "true",
         "authentication-kubeconfig": kubeconfig,
         "authorization-kubeconfig": kubeconfig,
-        "cloud-provider": "",
         "cluster-cidr": config.services.kube_controller.cluster_cidr,
         "configure-cloud-routes": "false",
         "enable-hostpath-provisioner": "false",
@@ -53,7 +54,7 @@ def container(config: ClusterConfig) -> ContainerSpec:
         image=config.system_images.kubernetes,
         entrypoint=k8s_entrypoint(NAME, flags(config), service),
         command=("--use-service-account-credentials=true",) if is_rbac(config) else (),
-        env=env([], service),
+        env=env(cloud_provider.checksum_env(config), service),
         binds=binds([f"{host_path(config, KUBE_DIR)}:{KUBE_DIR}:z"], service),
         volumes_from=(SIDEKICK,),
         files=(
@@ -61,5 +62,6 @@ def container(config: ClusterConfig) -> ContainerSpec:
             *cert_files(config, NAME),
             ca_file(config),
             key_path("kube-service-account-token", prefix),
+            *cloud_provider.read_files(config),
         ),
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rke_py.config.schema import ClusterConfig, Node
 from rke_py.pki.paths import kubeconfig_path
+from rke_py.plan import cloud_provider
 from rke_py.plan.common import (
     KUBE_DIR,
     SIDEKICK,
@@ -15,19 +16,26 @@ from rke_py.plan.common import (
     k8s_entrypoint,
     kubeconfig_file,
 )
+from rke_py.plan.kubelet import metadata_hostname
 from rke_py.plan.model import ContainerSpec
 
 NAME = "kube-proxy"
 
 
 def flags(config: ClusterConfig, node: Node) -> dict[str, str]:
-    return {
+    out = {
         "cluster-cidr": config.services.kube_controller.cluster_cidr,
         "healthz-bind-address": "127.0.0.1",
         "hostname-override": node.name,
         "kubeconfig": kubeconfig_path(NAME),
         "v": "2",
     }
+    if cloud_provider.provider(config) is not None:
+        # RKE: a cloud provider may rename the Node, so kube-proxy is told its address instead.
+        out["bind-address"] = node.internal_address or node.address
+        if metadata_hostname(config):
+            del out["hostname-override"]
+    return out
 
 
 def container(config: ClusterConfig, node: Node) -> ContainerSpec:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rke_py.config.schema import ClusterConfig, Node
 from rke_py.pki.bundle import KUBELET_PREFIX, cert_name_for_host
 from rke_py.pki.paths import cert_path, key_path, kubeconfig_path
+from rke_py.plan import cloud_provider
 from rke_py.plan.common import (
     CA,
     SIDEKICK,
@@ -55,7 +56,6 @@ def flags(config: ClusterConfig, node: Node) -> dict[str, str]:
         "authorization-mode": "Webhook",
         "cgroups-per-qos": "True",
         "client-ca-file": cert_path(CA),
-        "cloud-provider": "",
         "cluster-dns": node_local_dns(config) or kubelet.cluster_dns_server,
         "cluster-domain": kubelet.cluster_domain,
         "container-runtime-endpoint": "unix:///var/run/cri-dockerd.sock",
@@ -72,7 +72,10 @@ def flags(config: ClusterConfig, node: Node) -> dict[str, str]:
         "tls-cipher-suites": TLS_CIPHER_SUITES,
         "v": "2",
         "volume-plugin-dir": "/var/lib/kubelet/volumeplugins",
+        **cloud_provider.flags(config),
     }
+    if metadata_hostname(config):
+        del out["hostname-override"]
     if node.address != node.internal_address:
         out["node-ip"] = node.internal_address
     if taints(node):
@@ -83,13 +86,25 @@ def flags(config: ClusterConfig, node: Node) -> dict[str, str]:
     return out
 
 
+def metadata_hostname(config: ClusterConfig) -> bool:
+    """AWS names nodes after the instance metadata: RKE then leaves `hostname-override` to rke-tools'
+    entrypoint, which reads it from the metadata service."""
+    cloud = config.cloud_provider
+    return bool(cloud.useInstanceMetadataHostname) and cloud.name == cloud_provider.EXTERNAL_AWS
+
+
 def serving_cert(node: Node) -> str:
     """The node's kubelet serving certificate, signed by kube-ca (`generate_serving_certificate`)."""
     return cert_name_for_host(node, KUBELET_PREFIX)
 
 
 def read_files(config: ClusterConfig, node: Node) -> tuple[str, ...]:
-    own = (kubeconfig_file(config, "kube-node"), *cert_files(config, "kube-node"), ca_file(config))
+    own = (
+        kubeconfig_file(config, "kube-node"),
+        *cert_files(config, "kube-node"),
+        ca_file(config),
+        *cloud_provider.read_files(config),
+    )
     if config.services.kubelet.generate_serving_certificate:
         return (*own, *cert_files(config, serving_cert(node)))
     return own
@@ -133,7 +148,7 @@ def entrypoint_env(config: ClusterConfig) -> list[str]:
     """What rke-tools' entrypoint acts on: cri-dockerd started next to the kubelet, and the registries'
     credentials written where the kubelet reads them, so pods pull from the same private registries.
     Passed in the environment, never as an argument."""
-    out = ["RKE_KUBELET_CRIDOCKERD=true"]
+    out = ["RKE_KUBELET_CRIDOCKERD=true", *cloud_provider.checksum_env(config)]
     if "," in config.services.kube_controller.cluster_cidr:
         out.append("RKE_KUBELET_CRIDOCKERD_DUALSTACK=true")
     docker_config = kubelet_docker_config(config)

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from rke_py.config import kdm, load, load_text
+from rke_py.config.schema import CloudProvider
 from rke_py.errors import ConfigError
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "config"
@@ -140,7 +141,7 @@ def test_file_written_by_rke_config_loads_with_empty_meaning_default():
     assert config.services.kube_api.service_node_port_range == "30000-32767"
     assert config.services.etcd.snapshot is True
     assert config.nodes[0].hostname_override == "192.0.2.11"
-    assert config.cloud_provider == {"name": ""}
+    assert config.cloud_provider == CloudProvider()
     assert (config.dns.provider, config.ingress.provider, config.monitoring.provider) == (
         "coredns",
         "nginx",

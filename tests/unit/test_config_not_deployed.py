@@ -44,5 +44,7 @@ def test_add_on_keys_rke_py_does_not_use_are_named_with_their_lines():
 
 def test_strict_turns_them_into_errors():
     with pytest.raises(ConfigError) as err:
-        load_text(BASE + "cloud_provider:\n  name: aws\n", strict=True)
-    assert "cloud providers are not configured by rke-py" in str(err.value)
+        load_text(
+            BASE + "services:\n  kube-api:\n    secrets_encryption_config: {enabled: true}\n", strict=True
+        )
+    assert "secrets encryption is not configured by rke-py" in str(err.value)

@@ -17,6 +17,13 @@ from rke_py.lab.kube.client import ApiError, KubeClient, serving_context
 from rke_py.lab.kube.flags import FlagError, Flags
 
 _EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+# Kubernetes' TaintExternalCloudProvider: a kubelet with --cloud-provider=external registers with it, and a
+# cloud controller manager removes it once it has initialised the node.
+UNINITIALIZED = {
+    "key": "node.cloudprovider.kubernetes.io/uninitialized",
+    "value": "true",
+    "effect": "NoSchedule",
+}
 _LEASE_SECONDS = 40
 _ARCH = {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm"}
 _FILE_FLAGS = ("kubeconfig", "client-ca-file", "tls-cert-file", "tls-private-key-file")
@@ -104,6 +111,8 @@ class Kubelet:
         self.name = str(flags.get("hostname-override") or socket.gethostname()).lower()
         self.arch = _ARCH.get(platform.machine(), platform.machine())
         self.taints = parse_taints(str(flags.get("register-with-taints", "")))
+        if flags.get("cloud-provider") == "external":
+            self.taints.append(UNINITIALIZED)
         self.labels = parse_labels(str(flags.get("node-labels", "")))
         self.registered = False
         self.network_reported = False  # what the last status said of the pod network
