@@ -19,7 +19,7 @@ import ipaddress
 from collections.abc import Mapping
 
 from rke_py.config import kdm
-from rke_py.config.schema import BackupConfig, ClusterConfig, LinearAutoscalerParams, Node
+from rke_py.config.schema import AuthWebhook, BackupConfig, ClusterConfig, LinearAutoscalerParams, Node
 
 CLUSTER_NAME = "local"
 SSH_KEY_PATH = "~/.ssh/id_rsa"
@@ -28,6 +28,28 @@ DOCKER_SOCKET = "/var/run/docker.sock"
 PREFIX_PATH = "/"
 NETWORK_PLUGIN = "canal"
 AUTH_STRATEGY = "x509"
+AUTHN_CACHE_TIMEOUT = "5s"
+# RKE's default token webhook kubeconfig (`templates.AuthnWebhook`): Rancher's kube-api-auth answers on
+# 127.0.0.1:6440 on every controlplane node. Kept as RKE writes it, so the file's bytes match.
+AUTHN_WEBHOOK_CONFIG = """
+apiVersion: v1
+kind: Config
+clusters:
+- name: Default
+  cluster:
+    insecure-skip-tls-verify: true
+    server: http://127.0.0.1:6440/v1/authenticate
+users:
+- name: Default
+  user:
+    insecure-skip-tls-verify: true
+current-context: webhook
+contexts:
+- name: webhook
+  context:
+    user: Default
+    cluster: Default
+"""
 AUTHZ_MODE = "rbac"
 SERVICE_CLUSTER_IP_RANGE = "10.43.0.0/16"
 CLUSTER_CIDR = "10.42.0.0/16"
@@ -92,7 +114,19 @@ def _cluster(config: ClusterConfig) -> None:
     if config.ignore_docker_version is None:
         config.ignore_docker_version = False
     config.authentication.strategy = config.authentication.strategy or AUTH_STRATEGY
+    _webhook(config)
     config.authorization.mode = config.authorization.mode or AUTHZ_MODE
+
+
+def _webhook(config: ClusterConfig) -> None:
+    """RKE's `setClusterAuthnDefaults`: the webhook strategy implies a webhook, and a webhook gets RKE's
+    config file and cache timeout where the file leaves them empty."""
+    auth = config.authentication
+    if auth.webhook is None and "webhook" in auth.strategy.split("|"):
+        auth.webhook = AuthWebhook()
+    if auth.webhook is not None:
+        auth.webhook.config_file = auth.webhook.config_file or AUTHN_WEBHOOK_CONFIG
+        auth.webhook.cache_timeout = auth.webhook.cache_timeout or AUTHN_CACHE_TIMEOUT
 
 
 def _node(config: ClusterConfig, node: Node) -> None:

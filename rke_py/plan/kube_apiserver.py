@@ -13,6 +13,7 @@ from typing import Any
 
 from rke_py.config.schema import ClusterConfig, Node
 from rke_py.pki.paths import cert_path, key_path
+from rke_py.plan import cloud_provider
 from rke_py.plan.common import (
     CA,
     KUBE_DIR,
@@ -35,6 +36,7 @@ NAME = "kube-apiserver"
 ADMISSION_FILE = "/etc/kubernetes/admission.yaml"
 AUDIT_POLICY_FILE = "/etc/kubernetes/audit-policy.yaml"
 AUDIT_DIR = "/var/log/kube-audit"
+AUTHN_WEBHOOK_FILE = "/etc/kubernetes/kube-api-authn-webhook.yaml"
 ADMISSION_PLUGINS = (
     "NamespaceLifecycle,LimitRanger,ServiceAccount,DefaultStorageClass,DefaultTolerationSeconds,"
     "MutatingAdmissionWebhook,ValidatingAdmissionWebhook,ResourceQuota,NodeRestriction,Priority,"
@@ -111,6 +113,14 @@ def files(config: ClusterConfig) -> list[FileSpec]:
     return out
 
 
+def webhook_files(config: ClusterConfig) -> list[FileSpec]:
+    """The token webhook's kubeconfig, which RKE writes on every node when a webhook is configured."""
+    webhook = config.authentication.webhook
+    if webhook is None:
+        return []
+    return [FileSpec(host_path(config, AUTHN_WEBHOOK_FILE), webhook.config_file.encode(), secret=True)]
+
+
 def admission_plugins(config: ClusterConfig) -> str:
     api = config.services.kube_api
     plugins = ADMISSION_PLUGINS
@@ -163,7 +173,6 @@ def flags(config: ClusterConfig, node: Node) -> dict[str, str]:
         "api-audiences": "unknown",
         "bind-address": "0.0.0.0",
         "client-ca-file": cert_path(CA),
-        "cloud-provider": "",
         "enable-admission-plugins": admission_plugins(config),
         "kubelet-client-certificate": cert_path("kube-apiserver"),
         "kubelet-client-key": key_path("kube-apiserver"),
@@ -189,6 +198,7 @@ def flags(config: ClusterConfig, node: Node) -> dict[str, str]:
         "tls-private-key-file": key_path("kube-apiserver"),
         "tls-cipher-suites": TLS_CIPHER_SUITES,
         **etcd_client(config, node),
+        **cloud_provider.flags(config),
         **audit_flags(config),
     }
     if is_ip(node.internal_address):
@@ -197,6 +207,9 @@ def flags(config: ClusterConfig, node: Node) -> dict[str, str]:
         out["admission-control-config-file"] = ADMISSION_FILE
     if is_rbac(config):
         out["authorization-mode"] = "Node,RBAC"
+    if config.authentication.webhook is not None:
+        out["authentication-token-webhook-config-file"] = AUTHN_WEBHOOK_FILE
+        out["authentication-token-webhook-cache-ttl"] = config.authentication.webhook.cache_timeout
     if config.services.kubelet.generate_serving_certificate:
         out["kubelet-certificate-authority"] = cert_path(CA)
     return out
@@ -217,7 +230,8 @@ def checksum_env(config: ClusterConfig) -> list[str]:
         ("RKE_ADMISSION_CONFIG_CHECKSUM", host_path(config, ADMISSION_FILE)),
         ("RKE_AUDITLOG_CONFIG_CHECKSUM", host_path(config, AUDIT_POLICY_FILE)),
     )
-    return [f"{var}={md5(by_path[path].content)}" for var, path in pairs if path in by_path]
+    own = [f"{var}={md5(by_path[path].content)}" for var, path in pairs if path in by_path]
+    return own + cloud_provider.checksum_env(config)
 
 
 def md5(content: bytes) -> str:
@@ -239,6 +253,8 @@ def read_files(config: ClusterConfig) -> tuple[str, ...]:
         cert_path("kube-apiserver-requestheader-ca", prefix),
         *etcd_client_certs,
         *(f.path for f in files(config)),
+        *cloud_provider.read_files(config),
+        *(f.path for f in webhook_files(config)),
     )
 
 

@@ -19,6 +19,7 @@ from rke_py.lab.kube import log, objects, rbac, resources, serve, validation
 from rke_py.lab.kube.etcd import EtcdClient, EtcdError, KeyValue
 from rke_py.lab.kube.flags import FlagError, Flags
 from rke_py.lab.kube.resources import Resource
+from rke_py.lab.kube.token_webhook import TokenWebhook
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _FILE_FLAGS = (
@@ -194,6 +195,9 @@ class ApiServer:
             flags.get("etcd-cafile"),
         )
         self.anonymous = bool(flags.get("anonymous-auth", True))
+        webhook = flags.get("authentication-token-webhook-config-file")
+        ttl = float(str(flags.get("authentication-token-webhook-cache-ttl", 120.0)))
+        self.token_webhook = TokenWebhook(str(webhook), ttl) if webhook else None
         modes = str(flags.get("authorization-mode", "AlwaysAllow")).split(",")
         self.authorizer = Authorizer(modes, self.stored_policy)
         self.audit_path = flags.get("audit-log-path")
@@ -573,7 +577,7 @@ class Handler(serve.Handler):
         verb = self.command.lower()
         try:
             peer = serve.peer_identity(self.connection)
-            user = User(*peer) if peer else None
+            user = User(*peer) if peer else self._bearer()
             if user is None:
                 if not self.api.anonymous:
                     raise ApiStatus(401, "Unauthorized", "Unauthorized")
@@ -612,6 +616,16 @@ class Handler(serve.Handler):
             )
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _dispatch
+
+    def _bearer(self) -> User | None:
+        """The user a bearer token stands for; a token nobody vouches for is refused, not anonymous."""
+        scheme, _, token = (self.headers.get("Authorization") or "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return None
+        found = self.api.token_webhook.authenticate(token.strip()) if self.api.token_webhook else None
+        if found is None:
+            raise ApiStatus(401, "Unauthorized", "Unauthorized")
+        return User(*found)
 
     def _forbidden(self, user: User, req: Request) -> ApiStatus:
         res = req.resource
