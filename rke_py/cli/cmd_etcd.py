@@ -131,8 +131,9 @@ def save_command(
     """Save a snapshot of etcd, with the cluster state, on every etcd host (and in S3 with --s3)."""
     with cluster_run("etcd snapshot-save", config_path, log_file, verbose):
         started = time.monotonic()
-        name = check_name(name) if name else default_name()
         desired = prepare(config_path, strict=strict)
+        backup = desired.config.services.etcd.backup_config
+        name = check_name(name) if name else default_name(safe=bool(backup and backup.safe_timestamp))
         print_warnings(desired.warnings)
         target = s3_target(desired, use_s3, **s3_flags)
         with phase_progress() as on_phase:

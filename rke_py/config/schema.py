@@ -215,6 +215,7 @@ class Network:
     # {strategy, rollingUpdate: {maxUnavailable, maxSurge}} as Kubernetes spells it (RKE re-reads it as JSON)
     update_strategy: dict[str, Any] = field(default_factory=dict)
     tolerations: list[Toleration] = field(default_factory=list)
+    enable_br_netfilter: bool | None = None
     # Provider-specific sub-objects are kept as plain data.
     extra: dict[str, Any] = field(default_factory=dict)
 

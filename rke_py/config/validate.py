@@ -305,18 +305,26 @@ def pem_problem(text: str) -> str | None:
 # --- accepted but not acted on yet -------------------------------------------------------------------
 
 
+def _etcd_user(config: ClusterConfig, findings: Findings) -> None:
+    etcd = config.services.etcd
+    if bool(etcd.uid) != bool(etcd.gid):
+        findings.warning(
+            ("services", "etcd", "uid" if etcd.uid else "gid"),
+            "etcd runs as root unless both uid and gid are set (as in RKE)",
+            "set both services.etcd.uid and services.etcd.gid, or neither",
+        )
+
+
 def _not_deployed(config: ClusterConfig, findings: Findings) -> None:
     """Settings rke-py reads but does not act on yet: say so, instead of letting a user believe them."""
     hint = "rke-py does not set this up yet (README, Scope); remove it or set it up yourself"
     encryption = config.services.kube_api.secrets_encryption_config or {}
-    etcd = config.services.etcd
     unsupported = (
         (
             encryption.get("enabled") is True,
             ("services", "kube-api", "secrets_encryption_config"),
             "secrets encryption is not configured by rke-py",
         ),
-        (bool(etcd.uid or etcd.gid), ("services", "etcd", "uid"), "etcd runs as root: uid/gid are ignored"),
     )
     for applies, path, message in unsupported:
         if applies:
@@ -360,5 +368,6 @@ CHECKS: tuple[Callable[[ClusterConfig, Findings], None], ...] = (
     validate_addons.user_addons,
     validate_addons.ignored,
     validate_cloud.cloud,
+    _etcd_user,
     _not_deployed,
 )

@@ -78,6 +78,16 @@ def ignored(config: ClusterConfig, findings: Findings) -> None:
         for sub in value if isinstance(value, dict) else {}:
             if (key, sub) not in PROVIDER_OPTIONS:
                 findings.warning(("network", key, sub), f"network.{key}.{sub} is not used by rke-py", hint)
+    calico_cloud = config.network.options.get("calico_cloud_provider", "none")
+    if config.network.plugin == "calico" and calico_cloud not in ("", "none"):
+        given = ("network", "calico_network_provider", "cloud_provider")
+        path = given if given in findings.positions else ("network", "options", "calico_cloud_provider")
+        findings.warning(
+            path,
+            f'calico cloud_provider "{excerpt(calico_cloud)}" changes nothing: RKE\'s calico manifests for '
+            "Kubernetes v1.27 and later do not read it",
+            "remove it; calico's IP-in-IP and VXLAN settings are the same on every cloud",
+        )
 
 
 def images(config: ClusterConfig, findings: Findings) -> None:

@@ -109,7 +109,8 @@ RULES: tuple[tuple[str, Check, str], ...] = (
     ("addons_include.*", values.text, "write one file path or URL per item"),
     ("prefix_path", values.host_path, PATH_HINT),
     ("cluster_name", values.text, "remove the control character"),
-    ("cri_dockerd_stream_server_address", values.host, HOST_HINT),
+    ("cri_dockerd_stream_server_address", values.listen_address, "rke-tools' default is 127.0.0.1"),
+    ("cri_dockerd_stream_server_port", values.port, "e.g. 10010, rke-tools' default"),
 )
 
 

@@ -203,6 +203,16 @@ def text(value: str) -> str | None:
     return "contains a control character"
 
 
+def listen_address(text: str) -> str | None:
+    """An IP address a server binds to; 0.0.0.0 and :: (every address) included."""
+    return None if ip(text) is not None else "is not an IP address to listen on, e.g. 0.0.0.0 or 10.0.0.11"
+
+
+def port(text: str) -> str | None:
+    """A TCP port, 1 to 65535."""
+    return None if DIGITS.match(text) and 1 <= int(text) <= 65535 else "is not a port number from 1 to 65535"
+
+
 def duration(value: str) -> str | None:
     """A Go duration as RKE's backup settings take it (`6h`, `30m`, `1h30m`)."""
     return None if GO_DURATION.match(value) else 'is not a duration such as "6h" or "30m"'

@@ -157,6 +157,13 @@ class Applier:
                 time.sleep(1)
 
     def _run_new(self, target: Target, spec: ContainerSpec, wait: bool = True) -> str:
+        if spec.prepare:
+            done = target.host.run_as_root(spec.prepare)
+            if done.rc != 0:
+                output = (done.stdout + done.stderr).decode(errors="replace").strip().splitlines()
+                raise ApplyError(
+                    target.address, f"{spec.name}: preparing the host failed", "", log_tail=output[-10:]
+                )
         cid = target.host.docker.create(spec)
         if spec.start:
             target.host.docker.start(cid)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 from rke_py.config.schema import ClusterConfig, Node
 from rke_py.pki.bundle import etcd_cert_name
 from rke_py.pki.paths import cert_path, key_path
@@ -68,6 +70,27 @@ def etcdctl_env(node: Node) -> list[str]:
     ]
 
 
+def owner(config: ClusterConfig) -> str:
+    """`uid:gid` etcd runs as, when both are set (RKE ignores one alone); "" for root. RKE writes
+    `uid:uid` here, a bug that runs etcd with the wrong group; rke-py uses the gid it was given."""
+    etcd = config.services.etcd
+    return f"{etcd.uid}:{etcd.gid}" if etcd.uid and etcd.gid else ""
+
+
+def prepare(config: ClusterConfig, node: Node) -> str:
+    """What RKE's etcd-fix-perm and cert-deployer do for a non-root etcd: its data directory 0700 and
+    owned by it, its own certificate and key owned by it, the CA readable."""
+    user = owner(config)
+    if not user:
+        return ""
+    data = shlex.quote(host_path(config, "/var/lib/etcd"))
+    own = " ".join(shlex.quote(p) for p in cert_files(config, etcd_cert_name(node)))
+    return (
+        f"mkdir -p {data} && chmod 700 {data} && chown -R {user} {data} && chown {user} {own} && "
+        f"chmod 644 {shlex.quote(ca_file(config))}"
+    )
+
+
 def container(config: ClusterConfig, node: Node, joined: bool = False) -> ContainerSpec:
     service = config.services.etcd
     return ContainerSpec(
@@ -83,6 +106,8 @@ def container(config: ClusterConfig, node: Node, joined: bool = False) -> Contai
             service,
         ),
         files=(*cert_files(config, etcd_cert_name(node)), ca_file(config)),
+        user=owner(config),
+        prepare=prepare(config, node),
     )
 
 

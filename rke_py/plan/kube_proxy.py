@@ -44,7 +44,8 @@ def container(config: ClusterConfig, node: Node) -> ContainerSpec:
         name=NAME,
         image=config.system_images.kubernetes,
         entrypoint=k8s_entrypoint(NAME, flags(config, node), service),
-        env=env([], service),
+        # rke-tools' entrypoint loads br_netfilter before kube-proxy starts, for canal's and flannel's bridges
+        env=env(["RKE_KUBE_PROXY_BR_NETFILTER=true"] if config.network.enable_br_netfilter else [], service),
         binds=binds(
             [f"{host_path(config, KUBE_DIR)}:{KUBE_DIR}:z", "/run:/run", "/lib/modules:/lib/modules:ro"],
             service,

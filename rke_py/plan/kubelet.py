@@ -151,6 +151,11 @@ def entrypoint_env(config: ClusterConfig) -> list[str]:
     out = ["RKE_KUBELET_CRIDOCKERD=true", *cloud_provider.checksum_env(config)]
     if "," in config.services.kube_controller.cluster_cidr:
         out.append("RKE_KUBELET_CRIDOCKERD_DUALSTACK=true")
+    # where cri-dockerd serves exec, attach and port-forward streams (rke-tools: 127.0.0.1:10010)
+    if config.cri_dockerd_stream_server_address:
+        out.append(f"CRIDOCKERD_STREAM_SERVER_ADDRESS={config.cri_dockerd_stream_server_address}")
+    if config.cri_dockerd_stream_server_port:
+        out.append(f"CRIDOCKERD_STREAM_SERVER_PORT={config.cri_dockerd_stream_server_port}")
     docker_config = kubelet_docker_config(config)
     if docker_config:
         kubelet_dir = host_path(config, "/var/lib/kubelet")

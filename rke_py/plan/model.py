@@ -61,6 +61,9 @@ class ContainerSpec:
     restart_policy: str = "always"  # "" for none
     volumes_from: tuple[str, ...] = ()
     user: str = ""
+    # A shell script run as root on the host before the container is created (etcd's data and certificates
+    # handed to its user); part of the spec, so a change to it runs it again.
+    prepare: str = ""
     start: bool = True  # service-sidekick is created and never started, as in RKE
     files: tuple[str, ...] = ()  # host paths of managed files this container reads
     health: HealthCheck | None = None

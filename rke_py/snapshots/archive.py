@@ -44,10 +44,12 @@ def check_name(name: str) -> str:
     return name
 
 
-def default_name(now: datetime | None = None) -> str:
-    """RKE's name for a snapshot saved without --name."""
+def default_name(now: datetime | None = None, safe: bool = False) -> str:
+    """RKE's name for a snapshot saved without --name; with `safe` (backup_config.safe_timestamp) the time
+    has no colons (`2026-11-25T06-25-01Z`), a name every filesystem and S3 tool takes as it is."""
     moment = (now or datetime.now(UTC)).replace(microsecond=0)
-    return f"rke_etcd_snapshot_{moment.isoformat().replace('+00:00', 'Z')}"
+    stamp = moment.isoformat().replace("+00:00", "Z")
+    return f"rke_etcd_snapshot_{stamp.replace(':', '-') if safe else stamp}"
 
 
 def check_db(db: bytes, where: str) -> None:

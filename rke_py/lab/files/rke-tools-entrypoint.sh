@@ -5,6 +5,9 @@
 # The lab's stand-in images carry no cri-dockerd; their kubelet then runs alone.
 set -u
 tools=/opt/rke-tools
+if [ "$1" = kube-proxy ] && [ "${RKE_KUBE_PROXY_BR_NETFILTER:-}" = true ]; then
+    modprobe br_netfilter 2>/dev/null || echo "entrypoint: modprobe br_netfilter failed" >&2
+fi
 [ "$1" = kubelet ] || exec "$@"
 
 mount --rbind /host/dev /dev 2>/dev/null || true
@@ -29,7 +32,8 @@ dualstack=""
 [ "${RKE_KUBELET_CRIDOCKERD_DUALSTACK:-}" = true ] && dualstack="--ipv6-dual-stack"
 "$tools/bin/cri-dockerd" --network-plugin=cni --cni-conf-dir=/etc/cni/net.d --cni-bin-dir=/opt/cni/bin \
     --pod-infra-container-image="$infra" --container-runtime-endpoint=unix:///var/run/cri-dockerd.sock \
-    --streaming-bind-addr=127.0.0.1:10010 $dualstack &
+    --streaming-bind-addr="${CRIDOCKERD_STREAM_SERVER_ADDRESS:-127.0.0.1}:${CRIDOCKERD_STREAM_SERVER_PORT:-10010}" \
+    $dualstack &
 cri=$!
 sleep 2
 "$@" --cgroup-driver="$driver" &

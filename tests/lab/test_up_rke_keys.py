@@ -1,7 +1,8 @@
-"""Two RKE keys that change how a cluster treats its nodes and its users, on a running cluster:
-`cloud_provider: {name: external}` (nodes wait, tainted, for a cloud controller manager) and
-`authentication.strategy: x509|webhook` (bearer tokens checked by a webhook, RKE's default kubeconfig
-pointing at 127.0.0.1:6440 on the controlplane host)."""
+"""RKE keys that change how a cluster runs, on one running cluster: `cloud_provider: {name: external}`
+(nodes wait, tainted, for a cloud controller manager), `authentication.strategy: x509|webhook` (bearer
+tokens checked by a webhook, RKE's default kubeconfig pointing at 127.0.0.1:6440 on the controlplane host),
+`services.etcd.uid/gid` (etcd as that user, owning its data), the cri-dockerd stream server's address and
+port, and `network.enable_br_netfilter`."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import shlex
 
 import pytest
 
+from tests.lab.conftest import kube_binaries
 from tests.lab.e2e import edit_cluster_yml, host_exec, kubectl, own_lab, up
 
 pytestmark = pytest.mark.lab
@@ -41,9 +43,17 @@ TOKEN_REQUEST = (
 )
 
 
+ETCD_UID, ETCD_GID = 52034, 52035
+STREAM_PORT = 10020
+
+
 def configure(data) -> None:
     data["cloud_provider"] = {"name": "external"}
     data["authentication"] = {"strategy": "x509|webhook"}
+    data.setdefault("services", {}).setdefault("etcd", {}).update(uid=ETCD_UID, gid=ETCD_GID)
+    data["cri_dockerd_stream_server_address"] = "127.0.0.1"
+    data["cri_dockerd_stream_server_port"] = str(STREAM_PORT)
+    data.setdefault("network", {})["enable_br_netfilter"] = True
 
 
 @pytest.fixture(scope="module")
@@ -101,3 +111,25 @@ def test_the_webhook_file_is_rke_s_default_on_the_host(lab):
     content = host_exec(lab, 0, "cat /etc/kubernetes/kube-api-authn-webhook.yaml")
     assert "server: http://127.0.0.1:6440/v1/authenticate" in content
     assert host_exec(lab, 0, "stat -c %a /etc/kubernetes/kube-api-authn-webhook.yaml").strip() == "600"
+
+
+def test_etcd_runs_as_its_user_and_owns_its_data(lab):
+    owner = f"{ETCD_UID}:{ETCD_GID}"
+    assert host_exec(lab, 0, "docker inspect -f '{{.Config.User}}' etcd").strip() == owner
+    assert host_exec(lab, 0, "stat -c %u:%g:%a /var/lib/etcd").strip() == f"{owner}:700"
+    assert host_exec(lab, 0, "stat -c %u:%g /var/lib/etcd/member/snap/db").strip() == owner
+    status = host_exec(
+        lab, 0, "grep -E '^(Uid|Gid):' /proc/$(docker inspect -f '{{.State.Pid}}' etcd)/status"
+    )
+    assert [line.split()[1] for line in status.splitlines()] == [str(ETCD_UID), str(ETCD_GID)]
+
+
+def test_cri_dockerd_streams_on_the_given_port_and_kube_proxy_gets_br_netfilter(lab):
+    kubelet_env = host_exec(lab, 0, "docker inspect -f '{{json .Config.Env}}' kubelet")
+    assert f"CRIDOCKERD_STREAM_SERVER_PORT={STREAM_PORT}" in kubelet_env
+    assert "RKE_KUBE_PROXY_BR_NETFILTER=true" in host_exec(
+        lab, 0, "docker inspect -f '{{json .Config.Env}}' kube-proxy"
+    )
+    if kube_binaries() is not None:  # the stand-in images carry no cri-dockerd
+        listening = host_exec(lab, 0, "cat /proc/net/tcp")
+        assert f":{STREAM_PORT:04X} " in listening
