@@ -64,12 +64,19 @@ class BastionHost:
 
 
 @dataclass
+class ECRCredentialPlugin:
+    aws_access_key_id: str = ""
+    aws_secret_access_key: str = ""
+    aws_session_token: str = ""
+
+
+@dataclass
 class PrivateRegistry:
     url: str = ""
     user: str = ""
     password: str = ""
     is_default: bool = False
-    ecr_credential_plugin: dict[str, str] = field(default_factory=dict)
+    ecr_credential_plugin: ECRCredentialPlugin | None = None
 
 
 @dataclass

@@ -24,9 +24,10 @@ from rke_py.config import (
     validate_values,
     values,
 )
-from rke_py.config.findings import Findings, Path, did_you_mean, dotted
+from rke_py.config.findings import Findings, Path, did_you_mean, dotted, excerpt
 from rke_py.config.mapping import YAML_NAMES
 from rke_py.config.schema import ClusterConfig, Services
+from rke_py.plan.registries import ecr_region
 
 AUTH_STRATEGIES = ("x509", "webhook")
 AUTHZ_MODES = ("rbac", "none")
@@ -207,6 +208,12 @@ def _cri_dockerd(config: ClusterConfig, findings: Findings) -> None:
 
 def _registries(config: ClusterConfig, findings: Findings) -> None:
     for index, registry in enumerate(config.private_registries):
+        if registry.url and registry.ecr_credential_plugin is not None and ecr_region(registry.url) is None:
+            findings.error(
+                ("private_registries", index, "ecr_credential_plugin"),
+                f'"{excerpt(registry.url)}" is not an ECR registry: ecr_credential_plugin cannot log in',
+                "ECR is ACCOUNT.dkr.ecr.REGION.amazonaws.com; remove the plugin for other registries",
+            )
         if not registry.url:
             findings.error(
                 ("private_registries", index),
@@ -329,13 +336,6 @@ def _not_deployed(config: ClusterConfig, findings: Findings) -> None:
     for applies, path, message in unsupported:
         if applies:
             findings.warning(path, message, hint)
-    for index, registry in enumerate(config.private_registries):
-        if registry.ecr_credential_plugin:
-            findings.warning(
-                ("private_registries", index, "ecr_credential_plugin"),
-                "ecr_credential_plugin is not supported: neither pulls nor the kubelet get ECR credentials",
-                "give the registry a user and password (e.g. from `aws ecr get-login-password`) instead",
-            )
 
 
 CHECKS: tuple[Callable[[ClusterConfig, Findings], None], ...] = (

@@ -18,7 +18,12 @@ from rke_py.config.mapping import RENAMES, YAML_NAMES
 from rke_py.config.schema import ClusterConfig
 
 Check = Callable[[str], "str | None"]
-SECRETS = {"password", "secret_key"}  # keys whose values a message never quotes
+SECRETS = {
+    "password",
+    "secret_key",
+    "aws_secret_access_key",
+    "aws_session_token",
+}  # keys whose values a message never quotes
 
 HOST_HINT = "write an IP address or a DNS name, e.g. 10.0.0.11 or node1.example.com"
 PATH_HINT = "write an absolute path such as /opt/rke"

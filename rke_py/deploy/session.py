@@ -26,6 +26,7 @@ from rke_py.deploy.nodesync import node_actions
 from rke_py.deploy.objects import identity, object_actions, prune_actions
 from rke_py.deploy.observe import observe
 from rke_py.deploy.parallel import DEFAULT_CONCURRENCY, combined, for_all, for_each
+from rke_py.deploy.pullauth import pull_auth
 from rke_py.deploy.reconcile import leaving_actions
 from rke_py.deploy.targets import bastion_target, ssh_target
 from rke_py.errors import ConnectError, HostError, UnreachableError
@@ -37,7 +38,7 @@ from rke_py.hosts.hostkeys import HostKeyPolicy, HostKeyStore
 from rke_py.kube.api import KubeAPI, KubeAPIError
 from rke_py.pki.certs import CertKeyPair
 from rke_py.plan.common import KUBE_DIR, host_path
-from rke_py.plan.registries import registry_auth, registry_of
+from rke_py.plan.registries import registry_of
 from rke_py.templating import hostport
 from rke_py.verify.checks import Check, Report, verify
 
@@ -86,7 +87,7 @@ class SSHConnector:
     def _docker_files(self, docker: HostDocker) -> DockerFiles:
         """Files through rke-tools containers, for a user in the docker group (RKE's cert-deployer way)."""
         config = self.desired.config
-        auth = registry_auth(config)
+        auth = pull_auth(config)
 
         def ensure(image: str) -> None:
             if image not in docker.image_tags():

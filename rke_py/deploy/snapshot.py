@@ -28,6 +28,7 @@ from rke_py.deploy.clusterstate import PATH as STATE_SECRET_PATH
 from rke_py.deploy.desired import Desired, prepare
 from rke_py.deploy.parallel import combined, for_each
 from rke_py.deploy.phases import Phase, run_phases
+from rke_py.deploy.pullauth import pull_auth
 from rke_py.deploy.session import Connector, Options, Session
 from rke_py.deploy.up import UpResult, up
 from rke_py.errors import AbortedError, ConnectError, HostError
@@ -37,7 +38,6 @@ from rke_py.pki.bundle import KUBE_ADMIN, KUBE_NODE
 from rke_py.pki.certs import CertKeyPair
 from rke_py.pki.paths import cert_path, key_path, ssl_dir
 from rke_py.plan.common import CA
-from rke_py.plan.registries import registry_auth
 from rke_py.snapshots import onhost, s3
 from rke_py.snapshots.archive import SUFFIX, Snapshot, SnapshotError, check_db, pack, unpack
 from rke_py.state import (
@@ -309,7 +309,7 @@ def _restore_phases(session: Session, snapshot: Snapshot, result: Restored) -> S
     config = desired.config
     nodes = config.hosts("etcd")
     timeout = _timeout(desired)
-    applier = Applier(desired.bundle, registry_auth(config), session.kube_api, desired.registry)
+    applier = Applier(desired.bundle, pull_auth(config), session.kube_api, desired.registry)
 
     def each(fn: Callable[[Node], None], hosts: Sequence[Node]) -> None:
         _, errors = for_each(hosts, fn, session.options.concurrency)

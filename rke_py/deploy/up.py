@@ -22,12 +22,12 @@ from rke_py.deploy.objects import object_actions
 from rke_py.deploy.parallel import combined, for_all
 from rke_py.deploy.phases import Phase, run_phases
 from rke_py.deploy.preflight import preflight
+from rke_py.deploy.pullauth import pull_auth
 from rke_py.deploy.saving import save_state, write_kubeconfig
 from rke_py.deploy.session import Connector, Options, Session
 from rke_py.errors import ApplyError, HostError, PreflightError
 from rke_py.plan import nginx_proxy
 from rke_py.plan.components import PLANES
-from rke_py.plan.registries import registry_auth
 from rke_py.state import state_path_for, state_to_json
 from rke_py.verify.checks import Report
 
@@ -540,7 +540,7 @@ class UpResult:
 def _run(desired: Desired, options: Options, connector: Connector | None) -> tuple[Run, Session]:
     session = Session(desired, options, connector)
     applier = Applier(
-        desired.bundle, registry_auth(desired.config), session.kube_api, desired.registry, options.concurrency
+        desired.bundle, pull_auth(desired.config), session.kube_api, desired.registry, options.concurrency
     )
     return Run(desired, options, session, applier), session
 

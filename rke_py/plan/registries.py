@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 
 from rke_py.config.schema import ClusterConfig
 
@@ -15,10 +16,27 @@ def registry_of(image: str) -> str:
     return first if sep and ("." in first or ":" in first or first == "localhost") else "docker.io"
 
 
+# RKE's pattern for ECR: <account>.dkr.ecr[-fips].<region>.amazonaws.com[.cn]
+ECR_HOST = re.compile(
+    r"[a-zA-Z0-9][a-zA-Z0-9-_]*\.dkr\.ecr(-fips)?\.([a-zA-Z0-9][a-zA-Z0-9-_]*)\.amazonaws\.com(\.cn)?\Z"
+)
+
+
+def ecr_region(url: str) -> str | None:
+    """The AWS region an ECR registry's host names, or None when it is not an ECR host."""
+    match = ECR_HOST.match(registry_host(url))
+    return match.group(2) if match else None
+
+
+def registry_host(url: str) -> str:
+    """The host a registry url names (an empty url is Docker Hub, as in RKE)."""
+    return url.split("://")[-1].split("/")[0] or "docker.io"
+
+
 def registry_auth(config: ClusterConfig) -> dict[str, dict[str, str]]:
-    """Credentials per registry host, as pulls look them up (an empty url is Docker Hub, as in RKE)."""
+    """Credentials per registry host, as pulls look them up."""
     return {
-        (r.url.split("://")[-1].split("/")[0] or "docker.io"): {"username": r.user, "password": r.password}
+        registry_host(r.url): {"username": r.user, "password": r.password}
         for r in config.private_registries
         if r.user
     }
@@ -32,6 +50,9 @@ def kubelet_docker_config(config: ClusterConfig) -> str:
         host: {"auth": base64.b64encode(f"{cred['username']}:{cred['password']}".encode()).decode()}
         for host, cred in registry_auth(config).items()
     }
-    if not auths:
+    # RKE's GetKubeletDockerConfig: an ECR registry is left to Docker's ecr-login credential helper
+    helpers = {r.url: "ecr-login" for r in config.private_registries if r.ecr_credential_plugin is not None}
+    document = {key: value for key, value in (("auths", auths), ("credHelpers", helpers)) if value}
+    if not document:
         return ""
-    return base64.b64encode(json.dumps({"auths": auths}, sort_keys=True).encode()).decode()
+    return base64.b64encode(json.dumps(document, sort_keys=True).encode()).decode()
