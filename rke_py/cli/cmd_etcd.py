@@ -20,7 +20,7 @@ from rke_py.deploy import snapshot
 from rke_py.deploy.desired import Desired, prepare
 from rke_py.deploy.up import skipped_targets
 from rke_py.errors import UsageError
-from rke_py.snapshots.archive import check_name, default_name
+from rke_py.snapshots.archive import check_name
 from rke_py.snapshots.onhost import snapshot_dir
 from rke_py.snapshots.s3 import S3Target
 from rke_py.state import state_path_for
@@ -132,8 +132,7 @@ def save_command(
     with cluster_run("etcd snapshot-save", config_path, log_file, verbose):
         started = time.monotonic()
         desired = prepare(config_path, strict=strict)
-        backup = desired.config.services.etcd.backup_config
-        name = check_name(name) if name else default_name(safe=bool(backup and backup.safe_timestamp))
+        name = check_name(name) if name else snapshot.default_snapshot_name(desired.config)
         print_warnings(desired.warnings)
         target = s3_target(desired, use_s3, **s3_flags)
         with phase_progress() as on_phase:

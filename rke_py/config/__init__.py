@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rke_py.config import defaults, mapping, validate
+from rke_py.config import defaults, mapping, validate, validate_ignored
 from rke_py.config.findings import Findings
 from rke_py.config.schema import ClusterConfig
 from rke_py.config.yamlread import MAX_BYTES, YamlSyntaxError, decode, parse
@@ -75,6 +75,7 @@ def _build(data: Any, findings: Findings) -> ClusterConfig:
         _not_a_mapping(data, findings)
         return ClusterConfig()
     config = mapping.to_config(data, findings)
+    validate_ignored.as_given(config, findings)  # before the defaults overwrite what RKE ignores
     defaults.apply(config)
     validate.validate(config, findings)
     return config

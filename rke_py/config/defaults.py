@@ -243,6 +243,8 @@ def _system_images(config: ClusterConfig) -> None:
     known: Mapping[str, str] = kdm.system_images(config.kubernetes_version) or {}
     registry = default_registry(config)
     for field in dataclasses.fields(images):
+        if field.name == "extra":
+            continue
         image = getattr(images, field.name) or known.get(field.name, "")
         if image and registry and not image.startswith(registry):
             image = f"{registry}/{image}"

@@ -40,9 +40,8 @@ EXTRA_KEYS: dict[type, frozenset[str]] = {
         }
     )
 }
-# RKE keys accepted silently and dropped: Rancher-only or for plugins rke-py does not deploy.
-IGNORED_KEYS: dict[type, frozenset[str]] = {schema.Node: frozenset({"nodeName"})}
-IGNORED_PREFIXES: dict[type, str] = {schema.SystemImages: "aci_"}
+# RKE keys kept in `extra` by prefix (the ACI images; validate_ignored names them).
+EXTRA_PREFIXES: dict[type, str] = {schema.SystemImages: "aci_"}
 INT_TEXT = re.compile(r"-?[0-9]{1,18}", re.ASCII)  # not str.isdigit(), which takes "²" and "⑤"
 FLOAT_TEXT = re.compile(r"-?[0-9]{1,18}(\.[0-9]{1,18})?", re.ASCII)
 YAML11_BOOLS = {"yes": True, "on": True, "y": True, "no": False, "off": False, "n": False}
@@ -72,9 +71,9 @@ def _dataclass(cls: type, data: dict[str, Any], path: Path, findings: Findings) 
         child = (*path, key)
         if key in fields:
             values[fields[key]] = convert(_hints(cls)[fields[key]], raw, child, findings)
-        elif key in EXTRA_KEYS.get(cls, ()):
+        elif _extra(cls, key):
             extra[key] = raw
-        elif not _ignored(cls, key):
+        else:
             _unknown_key(key, path, [*fields, *EXTRA_KEYS.get(cls, ())], findings)
     if extra:
         values["extra"] = extra
@@ -85,9 +84,9 @@ def _nullable(cls: type, name: str) -> bool:
     return _optional(_hints(cls)[name]) is not None
 
 
-def _ignored(cls: type, key: str) -> bool:
-    prefix = IGNORED_PREFIXES.get(cls)
-    return key in IGNORED_KEYS.get(cls, ()) or bool(prefix and key.startswith(prefix))
+def _extra(cls: type, key: str) -> bool:
+    prefix = EXTRA_PREFIXES.get(cls)
+    return key in EXTRA_KEYS.get(cls, ()) or bool(prefix and key.startswith(prefix))
 
 
 def _unknown_key(key: str, path: Path, known: list[str], findings: Findings) -> None:

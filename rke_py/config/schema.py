@@ -27,6 +27,7 @@ class Taint:
 @dataclass
 class Node:
     address: str = ""
+    nodeName: str = ""  # Rancher's machine name: RKE ignores it (validate_ignored says so)
     port: str = "22"
     internal_address: str = ""
     role: list[str] = field(default_factory=list)
@@ -114,6 +115,7 @@ class SystemImages:
     ingress_webhook: str = ""
     metrics_server: str = ""
     windows_pod_infra_container: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)  # the aci_* images, never used
 
 
 @dataclass

@@ -19,6 +19,7 @@ from rke_py.config import (
     kdm,
     validate_addons,
     validate_cloud,
+    validate_ignored,
     validate_network,
     validate_nodes,
     validate_values,
@@ -322,22 +323,6 @@ def _etcd_user(config: ClusterConfig, findings: Findings) -> None:
         )
 
 
-def _not_deployed(config: ClusterConfig, findings: Findings) -> None:
-    """Settings rke-py reads but does not act on yet: say so, instead of letting a user believe them."""
-    hint = "rke-py does not set this up yet (README, Scope); remove it or set it up yourself"
-    encryption = config.services.kube_api.secrets_encryption_config or {}
-    unsupported = (
-        (
-            encryption.get("enabled") is True,
-            ("services", "kube-api", "secrets_encryption_config"),
-            "secrets encryption is not configured by rke-py",
-        ),
-    )
-    for applies, path, message in unsupported:
-        if applies:
-            findings.warning(path, message, hint)
-
-
 CHECKS: tuple[Callable[[ClusterConfig, Findings], None], ...] = (
     validate_nodes.nodes,
     validate_nodes.duplicates,
@@ -369,5 +354,5 @@ CHECKS: tuple[Callable[[ClusterConfig, Findings], None], ...] = (
     validate_addons.ignored,
     validate_cloud.cloud,
     _etcd_user,
-    _not_deployed,
+    validate_ignored.ignored,
 )

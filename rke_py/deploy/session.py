@@ -93,7 +93,7 @@ class SSHConnector:
             if image not in docker.image_tags():
                 docker.pull(image, auth.get(registry_of(image)))
 
-        return DockerFiles(docker, config.system_images.alpine, host_path(config, KUBE_DIR), ensure)
+        return DockerFiles(docker, config.system_images.cert_downloader, host_path(config, KUBE_DIR), ensure)
 
     def host(self, node: Node) -> HostConnection:
         return self.connections.host(ssh_target(node, self.desired.config), node.docker_socket)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ruamel.yaml import YAML
 
-from rke_py.config.schema import Node
+from rke_py.config.schema import ClusterConfig, Node
 from rke_py.deploy import rolling
 from rke_py.deploy.actions import PullImage
 from rke_py.deploy.apply import Applier
@@ -39,7 +39,7 @@ from rke_py.pki.certs import CertKeyPair
 from rke_py.pki.paths import cert_path, key_path, ssl_dir
 from rke_py.plan.common import CA
 from rke_py.snapshots import onhost, s3
-from rke_py.snapshots.archive import SUFFIX, Snapshot, SnapshotError, check_db, pack, unpack
+from rke_py.snapshots.archive import SUFFIX, Snapshot, SnapshotError, check_db, default_name, pack, unpack
 from rke_py.state import (
     ClusterState,
     State,
@@ -122,9 +122,16 @@ def _etcd_targets(session: Session) -> list[Node]:
     return [n for n in session.desired.config.hosts("etcd") if n.address in session.targets]
 
 
-def _timeout(desired: Desired) -> float:
-    backup = desired.config.services.etcd.backup_config
+def timeout(config: ClusterConfig) -> float:
+    """Seconds a snapshot may take on a host: backup_config.timeout, else RKE's 300."""
+    backup = config.services.etcd.backup_config
     return float(backup.timeout if backup and backup.timeout else 300)
+
+
+def default_snapshot_name(config: ClusterConfig, now: datetime | None = None) -> str:
+    """The name of a snapshot saved without --name; colon-free with backup_config.safe_timestamp."""
+    backup = config.services.etcd.backup_config
+    return default_name(now, safe=bool(backup and backup.safe_timestamp))
 
 
 def _state_text(desired: Desired) -> str:
@@ -158,7 +165,7 @@ def save(
                 for node in _etcd_targets(session):
                     host = session.targets[node.address].host
                     try:
-                        db = onhost.save_db(host, desired.config, node, _timeout(desired))
+                        db = onhost.save_db(host, desired.config, node, timeout(desired.config))
                         check_db(db, f"snapshot {name} from {node.address}")
                     except (HostError, SnapshotError) as exc:
                         log.warning("%s: could not take the snapshot: %s", node.address, exc)
@@ -308,7 +315,7 @@ def _restore_phases(session: Session, snapshot: Snapshot, result: Restored) -> S
     desired = session.desired
     config = desired.config
     nodes = config.hosts("etcd")
-    timeout = _timeout(desired)
+    seconds = timeout(desired.config)
     applier = Applier(desired.bundle, pull_auth(config), session.kube_api, desired.registry)
 
     def each(fn: Callable[[Node], None], hosts: Sequence[Node]) -> None:
@@ -360,7 +367,7 @@ def _restore_phases(session: Session, snapshot: Snapshot, result: Restored) -> S
 
         def run(self) -> None:
             def member(node: Node) -> None:
-                onhost.restore_member(session.targets[node.address].host, config, node, snapshot.db, timeout)
+                onhost.restore_member(session.targets[node.address].host, config, node, snapshot.db, seconds)
 
             each(member, nodes)
             result.replaced = [n.address for n in nodes]
