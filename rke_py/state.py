@@ -102,7 +102,9 @@ _K8S_OBJECTS = frozenset(
         "admission_configuration",
     }
 )
-_SKIPPED = frozenset({"positions", "source"})  # rke-py's bookkeeping on ClusterConfig, not RKE fields
+_SKIPPED = frozenset(
+    {"positions", "source", "encryption_provider"}
+)  # rke-py's bookkeeping on ClusterConfig, not RKE fields
 
 
 def json_name(key: str) -> str:

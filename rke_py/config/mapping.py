@@ -27,7 +27,7 @@ from rke_py.config.findings import Findings, Path, did_you_mean, dotted, excerpt
 RENAMES = {"kube-api": "kube_api", "kube-controller": "kube_controller"}
 YAML_NAMES = {field: key for key, field in RENAMES.items()}
 # Fields that are not YAML keys.
-INTERNAL = {"positions", "source", "extra"}
+INTERNAL = {"positions", "source", "extra", "encryption_provider"}
 # RKE keys kept as plain data in `extra` (the network provider sub-objects and addon scheduling).
 EXTRA_KEYS: dict[type, frozenset[str]] = {
     schema.Network: frozenset(

@@ -19,6 +19,7 @@ from rke_py.config import (
     kdm,
     validate_addons,
     validate_cloud,
+    validate_encryption,
     validate_ignored,
     validate_network,
     validate_nodes,
@@ -353,6 +354,7 @@ CHECKS: tuple[Callable[[ClusterConfig, Findings], None], ...] = (
     validate_addons.user_addons,
     validate_addons.ignored,
     validate_cloud.cloud,
+    validate_encryption.encryption,
     _etcd_user,
     validate_ignored.ignored,
 )

@@ -5,6 +5,7 @@ effect (`tests/unit/test_key_audit.py` changes every key and holds rke-py to thi
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 
 from rke_py.config import kdm
@@ -43,11 +44,12 @@ ACI_DEFAULTS = {
     "aci_gbp_server_container": "",
     "aci_opflex_server_container": "",
 }
+IMAGE_VERSION = re.compile(r":v([0-9]+)\.([0-9]+)\.([0-9]+)")
 NOT_YET = (
     (
         "rotate_encryption_key",
-        "rotate_encryption_key is not carried out: rke-py does not encrypt Secrets yet",
-        "remove it",
+        "rotate_encryption_key is not carried out: rke-py does not rotate the encryption key yet",
+        "remove it; the key the state holds stays in use",
     ),
     (
         "rotate_certificates",
@@ -140,13 +142,22 @@ def _images(config: ClusterConfig, findings: Findings) -> None:
                 f"system_images.{key} is not used: it is for Cisco ACI, which rke-py does not deploy",
                 REMOVE,
             )
-    known = defaults.get("kubernetes", "")
-    given = ("kubernetes_version",) in findings.positions
-    if given and known and config.system_images.kubernetes != known:
+    _version_pinned(config, findings)
+
+
+def _version_pinned(config: ClusterConfig, findings: Findings) -> None:
+    """kubernetes_version only picks default images: one given in system_images.kubernetes with another
+    version in its tag runs that version instead (an image tagged otherwise is the user's own build)."""
+    image = config.system_images.kubernetes
+    tagged = IMAGE_VERSION.search(image.rsplit("/", 1)[-1])
+    wanted = kdm.parse_version(config.kubernetes_version)
+    if ("kubernetes_version",) not in findings.positions or not tagged or wanted is None:
+        return
+    if tuple(map(int, tagged.groups())) != wanted:
         findings.warning(
             ("kubernetes_version",),
-            f"system_images.kubernetes ({excerpt(config.system_images.kubernetes)}) decides what runs, "
-            f"not kubernetes_version {config.kubernetes_version} (whose image is {known})",
+            f"system_images.kubernetes ({excerpt(image)}) decides what runs, not kubernetes_version "
+            f"{config.kubernetes_version}",
             "change both together, or remove system_images.kubernetes to take the version's image",
         )
 
@@ -162,20 +173,6 @@ def _actions(config: ClusterConfig, findings: Findings) -> None:
             ("restore",),
             "restore in cluster.yml is Rancher's way to ask for a restore: rke-py up does not restore",
             f"run `rke-py etcd snapshot-restore --name {name}` and remove restore",
-        )
-    encryption = config.services.kube_api.secrets_encryption_config or {}
-    block = ("services", "kube-api", "secrets_encryption_config")
-    if encryption.get("enabled") is True:
-        findings.warning(
-            block,
-            "secrets encryption is not configured by rke-py",
-            "rke-py does not set this up yet (README, Scope); remove it or set it up yourself",
-        )
-    if encryption.get("custom_config"):
-        findings.warning(
-            (*block, "custom_config"),
-            "custom_config is not used: rke-py does not encrypt Secrets yet",
-            "rke-py cannot take over Secrets RKE encrypted: its apiservers would not read them",
         )
 
 

@@ -208,6 +208,19 @@ class DeleteObject(_Change):
 
 
 @dataclass(frozen=True)
+class RewriteSecrets(_Change):
+    """Read and write back every Secret, so the apiservers store each as their encryption config says."""
+
+    kind: ClassVar[str] = "rewrite"
+    reason: str = ""
+    phase = "secrets"
+
+    @property
+    def target(self) -> str:
+        return "every secret"
+
+
+@dataclass(frozen=True)
 class _NodeChange(_Change):
     name: str  # the Kubernetes Node's name
 
@@ -272,5 +285,7 @@ HostAction = (
     | RemoveMember
     | CleanHost
 )
-ClusterAction = ApplyObject | DeleteObject | SyncNode | DeleteNode | Cordon | Drain | Uncordon
+ClusterAction = (
+    ApplyObject | DeleteObject | RewriteSecrets | SyncNode | DeleteNode | Cordon | Drain | Uncordon
+)
 Action = HostAction | ClusterAction

@@ -9,6 +9,7 @@ import logging
 import re
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -129,6 +130,8 @@ class Applier:
                     api.delete(
                         api.path(action.api_version, action.object_kind, action.name, action.namespace)
                     )
+                case a.RewriteSecrets():
+                    rewrite_secrets(api)
                 case a.SyncNode(name=name, node=node):
                     path = f"/api/v1/nodes/{name}"
                     api.merge_patch(path, node_patch(node, api.get(path)))
@@ -218,3 +221,28 @@ def _log_tail(target: Target, container: str, lines: int = 10, window: int = 300
     last = recent[-lines:]
     errors = [line for line in dict.fromkeys(recent[:-lines]) if ERROR_LINE.match(line) and line not in last]
     return [*errors[-5:], "...", *last] if errors else last
+
+
+def rewrite_secrets(api: KubeAPI, batch: int = 250) -> int:
+    """Write every Secret back as it is, a page at a time (RKE's RewriteSecrets): the apiserver stores
+    each anew with the first provider of its encryption config. A Secret changed meanwhile is read again;
+    one deleted meanwhile needs nothing. Returns how many were written."""
+    written, token = 0, ""
+    while True:
+        query = urllib.parse.urlencode({"limit": batch, **({"continue": token} if token else {})})
+        page = api.get(f"/api/v1/secrets?{query}") or {}
+        for secret in page.get("items", []):
+            meta = secret["metadata"]
+            path = f"/api/v1/namespaces/{meta['namespace']}/secrets/{meta['name']}"
+            try:
+                api.request("PUT", path, {"apiVersion": "v1", "kind": "Secret", **secret})
+            except KubeAPIError as exc:
+                if exc.status == 404:
+                    continue
+                if exc.status != 409:
+                    raise
+                api.request("PUT", path, api.get(path))
+            written += 1
+        token = (page.get("metadata") or {}).get("continue") or ""
+        if not token:
+            return written

@@ -14,7 +14,7 @@ from rke_py.config.upgrade import version_problems
 from rke_py.deploy.reconcile import joining_etcd_nodes, removed_nodes
 from rke_py.errors import ConfigError, Problem
 from rke_py.pki.bundle import Bundle, build_bundle
-from rke_py.plan import build_plan
+from rke_py.plan import build_plan, encryption
 from rke_py.plan.components import REGISTRY, Component
 from rke_py.plan.model import ClusterPlan
 from rke_py.plan.rbac import rbac_objects
@@ -36,6 +36,7 @@ class Desired:
     registry: tuple[Component, ...] = REGISTRY
     objects: list[dict[str, Any]] = field(default_factory=list)  # kept in the Kubernetes API, in order
     addons: list[Addon] = field(default_factory=list)  # applied once the nodes are there, in order
+    rewrite_secrets: bool = False  # the apiservers get an encryption config the cluster did not run with
 
 
 def prepare(
@@ -46,9 +47,16 @@ def prepare(
     loaded = config_pkg.load(config_path, strict=strict)
     state = read_state(state_path_for(config_path)) or ClusterState()
     running = str(state.current.rke_config.get("kubernetesVersion") or "")
-    problems = version_problems(loaded.config, running, str(config_path))
+    encrypting = state.current.encryption_config
+    problems = [
+        *version_problems(loaded.config, running, str(config_path)),
+        *encryption.problems(loaded.config, encrypting, str(config_path)),
+    ]
     if problems:
         raise ConfigError(problems)
+    loaded.config.encryption_provider = encryption.desired_file(
+        loaded.config, state.desired.encryption_config or encrypting
+    )
     previous = state.desired.certificates or state.current.certificates
     bundle = build_bundle(loaded.config, previous or None)
     applied = nodes_from_rke_json(state.current.rke_config)
@@ -69,4 +77,5 @@ def prepare(
         registry=registry,
         objects=rbac_objects(loaded.config),
         addons=build_addons(loaded.config, config_path.parent),
+        rewrite_secrets=loaded.config.encryption_provider not in ("", encrypting),
     )

@@ -13,9 +13,10 @@ from rke_py.state import State, kubeconfig_path_for, rke_config_json, state_path
 def save_state(desired: Desired, *, current: bool) -> Path:
     """The desired state always; the current state too once the hosts match it."""
     state = desired.state
-    state.desired = State(rke_config=rke_config_json(desired.config), certificates=dict(desired.bundle))
+    encryption = desired.config.encryption_provider
+    state.desired = State(rke_config_json(desired.config), dict(desired.bundle), encryption)
     if current:
-        state.current = State(rke_config=state.desired.rke_config, certificates=dict(desired.bundle))
+        state.current = State(state.desired.rke_config, dict(desired.bundle), encryption)
         state.etcd_members_added = sorted(desired.joined)
     path = state_path_for(desired.config_path)
     write_state(path, state)

@@ -18,7 +18,7 @@ import paramiko
 
 from rke_py.addons import ADDON_LABEL, PRUNE_KINDS, RKE_JOBS, WORKLOAD_KINDS
 from rke_py.config.schema import Node
-from rke_py.deploy.actions import AddMember, ApplyObject, ClusterAction, HostAction
+from rke_py.deploy.actions import AddMember, ApplyObject, ClusterAction, HostAction, RewriteSecrets
 from rke_py.deploy.apply import Target
 from rke_py.deploy.desired import Desired
 from rke_py.deploy.diff import diff_host
@@ -212,6 +212,11 @@ class Session:
             *self.object_actions(running=nodes is not None),
             *node_actions(self.desired.config, nodes, self.desired.removed),
             *self.addon_actions(running=nodes is not None),
+            *(
+                [RewriteSecrets(reason="stored anew under the encryption config")]
+                if self.desired.rewrite_secrets
+                else []
+            ),
         ]
 
     def object_actions(self, running: bool = True) -> list[ApplyObject]:

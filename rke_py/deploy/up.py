@@ -471,6 +471,23 @@ class Addons(Phase):
                 time.sleep(self.pause)
 
 
+class Secrets(Phase):
+    """Every Secret written back once the apiservers run a new encryption config, so none stays stored
+    the old way (RKE's RewriteSecrets)."""
+
+    key, title = "secrets", "rewriting every Secret under the encryption config"
+
+    def __init__(self, run: Run):
+        self.r = run
+
+    def planned(self) -> Sequence[a.Action]:
+        return [x for x in self.r.cluster_actions if x.phase == self.key]
+
+    def run(self) -> None:
+        for action in self.planned():
+            self.r.applier.execute(action)
+
+
 class Verify(Phase):
     key, title = "verify", "verifying the cluster"
 
@@ -515,6 +532,7 @@ def up_phases(run: Run) -> list[Phase]:
         control,
         Kubeconfig(run),
         ApplyObjects(run),
+        Secrets(run),  # before the current state says the cluster encrypts: a killed run rewrites again
         worker,
         RemovedHosts(run),
         SaveState(run, current=True),

@@ -13,7 +13,7 @@ from typing import Any
 
 from rke_py.config.schema import ClusterConfig, Node
 from rke_py.pki.paths import cert_path, key_path
-from rke_py.plan import cloud_provider
+from rke_py.plan import cloud_provider, encryption
 from rke_py.plan.common import (
     CA,
     KUBE_DIR,
@@ -102,7 +102,7 @@ def admission_config(config: ClusterConfig) -> dict[str, Any] | None:
 
 
 def files(config: ClusterConfig) -> list[FileSpec]:
-    """admission.yaml and audit-policy.yaml, for every controlplane node."""
+    """admission.yaml, audit-policy.yaml and the encryption config, for every controlplane node."""
     out = []
     admission = admission_config(config)
     if admission is not None:
@@ -110,7 +110,7 @@ def files(config: ClusterConfig) -> list[FileSpec]:
     audit = audit_config(config)
     if audit is not None:
         out.append(FileSpec(host_path(config, AUDIT_POLICY_FILE), to_yaml(audit["policy"])))
-    return out
+    return [*out, *encryption.files(config)]
 
 
 def webhook_files(config: ClusterConfig) -> list[FileSpec]:
@@ -200,6 +200,7 @@ def flags(config: ClusterConfig, node: Node) -> dict[str, str]:
         **etcd_client(config, node),
         **cloud_provider.flags(config),
         **audit_flags(config),
+        **encryption.flags(config),
     }
     if is_ip(node.internal_address):
         out["advertise-address"] = node.internal_address

@@ -17,12 +17,11 @@ def test_a_plain_file_gets_no_such_warning():
     assert load_text(BASE).warnings == []
 
 
-def test_secrets_encryption_is_named_with_its_line():
-    text = BASE + "services:\n  kube-api:\n    secrets_encryption_config:\n      enabled: true\n"
-    warnings = [str(w) for w in load_text(text).warnings]
+def test_rotate_encryption_key_is_named_with_its_line():
+    warnings = [str(w) for w in load_text(BASE + "rotate_encryption_key: true\n").warnings]
     assert warnings == [
-        "cluster.yml:7:5: warning: secrets encryption is not configured by rke-py — rke-py does not set "
-        "this up yet (README, Scope); remove it or set it up yourself",
+        "cluster.yml:5:1: warning: rotate_encryption_key is not carried out: rke-py does not rotate the "
+        "encryption key yet — remove it; the key the state holds stays in use",
     ]
 
 
@@ -44,7 +43,5 @@ def test_add_on_keys_rke_py_does_not_use_are_named_with_their_lines():
 
 def test_strict_turns_them_into_errors():
     with pytest.raises(ConfigError) as err:
-        load_text(
-            BASE + "services:\n  kube-api:\n    secrets_encryption_config: {enabled: true}\n", strict=True
-        )
-    assert "secrets encryption is not configured by rke-py" in str(err.value)
+        load_text(BASE + "rotate_encryption_key: true\n", strict=True)
+    assert "rotate_encryption_key is not carried out" in str(err.value)

@@ -11,6 +11,7 @@ kubeconfig, pull credentials, preflight). A key that does none of these is dropp
 from __future__ import annotations
 
 import copy
+import hashlib
 import io
 import json
 import re
@@ -36,7 +37,7 @@ from rke_py.deploy.targets import bastion_target, ssh_target
 from rke_py.errors import ConfigError, Problem
 from rke_py.pki.bundle import Bundle, build_bundle
 from rke_py.pki.kubeconfig import admin_kubeconfig
-from rke_py.plan import build_plan
+from rke_py.plan import build_plan, encryption
 from rke_py.plan.model import ContainerSpec
 from rke_py.plan.rbac import rbac_objects
 from rke_py.plan.registries import registry_auth
@@ -50,6 +51,7 @@ KEYS = [
     if line and not line.startswith("#")
 ]
 
+STATE_KEY = encryption.key_file([("key-state", "MDEyMzQ1Njc4OUFCQ0RFRjAxMjM0NTY3ODlBQkNERUY=")])
 NOW = datetime(2026, 11, 25, 12, 0, 0, tzinfo=UTC)
 OLD = "v1.28.15-rancher1-1"  # a version that still carries the in-tree cloud providers RKE 1.6 writes
 CERT = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
@@ -486,12 +488,18 @@ def rolling_batches(config: ClusterConfig) -> list[Any]:
 
 def outcome(text: str) -> dict[str, Any]:
     config = load_text(text).config
+    # as `prepare` sets it, with the key a running cluster's state would hold
+    config.encryption_provider = encryption.desired_file(config, STATE_KEY)
     bundle = build_bundle(config, copy.deepcopy(base_bundle()))
+    plan = build_plan(config, bundle)
     old_docker = HostFacts(address="", docker_version="19.03.0")
     return json.loads(
         json.dumps(
             {
-                "plan": describe(build_plan(config, bundle)),
+                "plan": describe(plan),
+                "file_contents": [
+                    {f.path: hashlib.sha256(f.content).hexdigest() for f in n.files} for n in plan.nodes
+                ],
                 "certificates": {
                     name: [pair.common_name, sorted(map(str, set.union(*pair.sans())))]
                     for name, pair in bundle.items()
