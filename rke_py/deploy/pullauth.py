@@ -8,9 +8,6 @@ from __future__ import annotations
 import base64
 import threading
 
-import boto3
-from botocore.exceptions import BotoCoreError, ClientError
-
 from rke_py.config.schema import ClusterConfig, PrivateRegistry
 from rke_py.errors import RkePyError
 from rke_py.plan.registries import ecr_region, registry_auth, registry_host
@@ -43,6 +40,9 @@ def _ecr_token(registry: PrivateRegistry) -> dict[str, str]:
 
 
 def _ask_ecr(registry: PrivateRegistry) -> dict[str, str]:
+    import boto3  # only runs that pull from ECR pay for importing the AWS SDK
+    from botocore.exceptions import BotoCoreError, ClientError
+
     plugin = registry.ecr_credential_plugin
     assert plugin is not None
     keys = (
