@@ -17,6 +17,7 @@ import socket
 import stat
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import paramiko
@@ -39,6 +40,8 @@ _TIMEOUT_HINT = "Please check if the node is up and is accepting SSH connections
 # sshd allows 10 sessions (exec, sftp) per connection by default (MaxSessions); tunnels do not count.
 # 6 concurrent commands + 1 SFTP + the Docker dial-stdio fallback's 3 stay within it.
 EXEC_SLOTS = 6
+# A connection lost more often than this in one run is a host problem to report, not a blip to ride out.
+MAX_REDIALS = 3
 
 
 @dataclass(frozen=True)
@@ -71,8 +74,24 @@ def connect(
 ) -> Connection:
     """Open, check the host key of, and authenticate one SSH connection (through `bastion` if given).
 
-    Every failure is a ConnectError naming the host and saying in plain words what went wrong.
+    Every failure is a ConnectError naming the host and saying in plain words what went wrong. The
+    connection dials again by the same route and checks if it is lost later in the run.
     """
+
+    def dial() -> paramiko.Transport:
+        return _dial(target, host_keys, policy, bastion, timeout, keys or _default_keys)
+
+    return Connection(target, dial(), bastion, redial=dial)
+
+
+def _dial(
+    target: SSHTarget,
+    host_keys: HostKeyStore,
+    policy: HostKeyPolicy,
+    bastion: Connection | None,
+    timeout: float,
+    keys: KeyLoader,
+) -> paramiko.Transport:
     started = time.monotonic()
     sock = _open_socket(target, bastion, timeout)
     transport = paramiko.Transport(sock)
@@ -96,12 +115,20 @@ def connect(
             host_keys.check(target.address, target.port, transport.get_remote_server_key(), policy)
         except HostKeyRejected as e:
             raise _fail(target, str(e)) from None
-        _authenticate(transport, target, keys or _default_keys)
+        _authenticate(transport, target, keys)
     except BaseException:
         transport.close()
         raise
     log.debug("%s: connected in %.0f ms", target.label, (time.monotonic() - started) * 1000)
-    return Connection(target, transport, bastion)
+    return transport
+
+
+def _lost_reason(transport: paramiko.Transport) -> str:
+    """Why paramiko's transport thread ended, in words."""
+    e = transport.get_exception()
+    if e is None or isinstance(e, EOFError):
+        return "the server or the network closed it"
+    return str(e) or type(e).__name__
 
 
 def _fail(target: SSHTarget, message: str) -> ConnectError:
@@ -117,7 +144,7 @@ def _open_socket(target: SSHTarget, bastion: Connection | None, timeout: float):
     where = f"{target.address}:{target.port}"
     if bastion is not None:
         try:
-            return bastion.transport.open_channel(
+            return bastion.live().open_channel(
                 "direct-tcpip", (target.address, target.port), ("127.0.0.1", 0), timeout=timeout
             )
         except paramiko.ChannelException as e:
@@ -259,10 +286,20 @@ class Connection:
     Thread-safe: channels are opened concurrently on the one transport; SFTP is serialised by a lock.
     """
 
-    def __init__(self, target: SSHTarget, transport: paramiko.Transport, via: Connection | None = None):
+    def __init__(
+        self,
+        target: SSHTarget,
+        transport: paramiko.Transport,
+        via: Connection | None = None,
+        *,
+        redial: Callable[[], paramiko.Transport] | None = None,
+    ):
         self.target = target
         self.transport = transport
         self.via = via  # the bastion connection this one is tunnelled through
+        self.redials = 0
+        self._redial = redial
+        self._redial_lock = threading.Lock()
         self._sftp: paramiko.SFTPClient | None = None
         self._sftp_lock = threading.Lock()
         self._exec_slots = threading.BoundedSemaphore(EXEC_SLOTS)
@@ -288,6 +325,24 @@ class Connection:
                 self._sftp = None
         self.transport.close()
 
+    def live(self) -> paramiko.Transport:
+        """The transport, dialled again if the connection was lost (a reset, a restarted sshd, a dropped
+        bastion): one lost connection should cost a login, not the run. What was in flight on the old one
+        fails as it did; a host that loses it again and again fails the run, naming the reason."""
+        transport = self.transport
+        if transport.is_active() or self._redial is None:
+            return transport
+        with self._redial_lock:
+            if self.transport is transport:
+                reason = _lost_reason(transport)
+                if self.redials >= MAX_REDIALS:
+                    lost = f"the SSH connection was lost {self.redials + 1} times ({reason})"
+                    raise self._error("ssh", lost)
+                self.redials += 1
+                log.warning("%s: the SSH connection was lost (%s); connecting again", self.host, reason)
+                self.transport = self._redial()
+        return self.transport
+
     # commands
 
     def run(self, cmd: str, *, input: bytes | None = None, timeout: float = 60) -> Completed:
@@ -312,7 +367,7 @@ class Connection:
 
     def _session(self, timeout: float) -> paramiko.Channel:
         try:
-            return self.transport.open_session(timeout=timeout)
+            return self.live().open_session(timeout=timeout)
         except (paramiko.SSHException, EOFError) as e:
             raise self._error("exec", f"cannot open an SSH session: {e or 'connection lost'}") from None
 
@@ -322,9 +377,9 @@ class Connection:
     # files
 
     def _sftp_client(self) -> paramiko.SFTPClient:
-        if self._sftp is None:
+        if self._sftp is None or self._sftp.sock.closed:  # none yet, or it went with a lost connection
             try:
-                self._sftp = self.transport.open_sftp_client()
+                self._sftp = self.live().open_sftp_client()
             except (paramiko.SSHException, EOFError) as e:
                 raise self._error(
                     "sftp", f"cannot start SFTP ({e}); is the sftp subsystem enabled?"
@@ -391,9 +446,7 @@ class Connection:
     def open_tcp(self, host: str, port: int, *, timeout: float = 10) -> paramiko.Channel:
         """A TCP connection made by the node to host:port (so "localhost" is the node itself)."""
         try:
-            return self.transport.open_channel(
-                "direct-tcpip", (host, port), ("127.0.0.1", 0), timeout=timeout
-            )
+            return self.live().open_channel("direct-tcpip", (host, port), ("127.0.0.1", 0), timeout=timeout)
         except paramiko.ChannelException as e:
             raise self._error(
                 "tunnel",
@@ -405,7 +458,7 @@ class Connection:
 
     def open_unix(self, path: str, *, timeout: float = 10) -> paramiko.Channel:
         """A connection made by the node to its Unix socket `path` (raises paramiko.ChannelException)."""
-        return channels.open_streamlocal(self.transport, path, timeout=timeout)
+        return channels.open_streamlocal(self.live(), path, timeout=timeout)
 
     def https_get(
         self,

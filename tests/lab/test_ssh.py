@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import getpass
 import hashlib
@@ -34,7 +35,7 @@ from rke_py.hosts.connections import Connections
 from rke_py.hosts.docker_api import HostDocker, docker_client
 from rke_py.hosts.hostkeys import HostKeyPolicy, HostKeyStore
 from rke_py.hosts.keys import PASSPHRASE_ENV, KeyLoader
-from rke_py.hosts.ssh import Connection, SSHTarget, connect
+from rke_py.hosts.ssh import MAX_REDIALS, Connection, SSHTarget, connect
 
 pytestmark = pytest.mark.lab
 
@@ -425,6 +426,53 @@ def test_bastion_that_cannot_reach_the_target_says_so(sshd):
     with connect(sshd.target(), host_keys=HostKeyStore()) as bastion, pytest.raises(ConnectError) as e:
         connect(SSHTarget("127.0.0.1", port, USER, name="node-b"), host_keys=HostKeyStore(), bastion=bastion)
     assert f"the bastion 127.0.0.1 could not connect to 127.0.0.1:{port}" in str(e.value)
+
+
+def _drop(conn: Connection) -> None:
+    """The server ends the connection (its session process killed), as a restarted sshd or a reset would."""
+    with contextlib.suppress(ConnectError):
+        conn.run("kill -9 $PPID", timeout=5)
+    deadline = time.monotonic() + 5
+    while conn.transport.is_active() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not conn.transport.is_active()
+
+
+def test_a_lost_connection_is_dialled_again_and_the_log_says_why(sshd, tmp_path, caplog):
+    before = sshd.logins()
+    (tmp_path / "f").write_text("kept")
+    with connect(sshd.target(), host_keys=HostKeyStore()) as conn:
+        assert conn.read_file(str(tmp_path / "f")) == b"kept"  # an SFTP channel on the first transport
+        _drop(conn)
+        assert conn.run("echo again").stdout == b"again\n"
+        assert conn.read_file(str(tmp_path / "f")) == b"kept"
+        assert conn.redials == 1
+    assert sshd.logins() - before == 2
+    lost = "127.0.0.1: the SSH connection was lost (the server or the network closed it); connecting again"
+    assert lost in caplog.text
+
+
+def test_a_connection_lost_again_and_again_fails_naming_the_host(sshd):
+    with connect(sshd.target(name="node-a"), host_keys=HostKeyStore()) as conn:
+        for _ in range(MAX_REDIALS):
+            _drop(conn)
+            conn.run("true")
+        _drop(conn)
+        with pytest.raises(ConnectError) as e:
+            conn.run("true")
+    assert str(e.value).startswith("node-a")
+    assert f"the SSH connection was lost {MAX_REDIALS + 1} times" in str(e.value)
+
+
+def test_a_lost_bastion_is_dialled_again_for_the_hosts_behind_it(sshd):
+    store = HostKeyStore()
+    with connect(sshd.target(), host_keys=store) as bastion:
+        node = connect(sshd.target(), host_keys=store, bastion=bastion)
+        _drop(bastion)
+        assert node.run("echo through").stdout == b"through\n"
+        assert (bastion.redials, node.redials) == (1, 1)
+        assert node.transport.sock.get_transport() is bastion.transport
+        node.close()
 
 
 # --- files --------------------------------------------------------------------------------------------
