@@ -353,12 +353,15 @@ class Connection:
     def _run(self, cmd: str, input: bytes | None, timeout: float) -> Completed:
         chan = self._session(timeout)
         try:
-            chan.exec_command(cmd)
             if input is not None:
+                chan.exec_command(cmd)
                 feeder = threading.Thread(target=_feed, args=(chan, input), daemon=True)
                 feeder.start()
             else:
-                chan.shutdown_write()
+                # Empty stdin on the node, rather than an EOF from here: sshd closes a quick command's
+                # channel as it exits, and an EOF paramiko sends after answering that close names a channel
+                # sshd has freed, for which sshd drops the whole connection.
+                chan.exec_command(f"exec </dev/null; {cmd}")
             return _collect(
                 chan, timeout, lambda: self._error("exec", f"{cmd!r} timed out after {timeout:g}s")
             )
@@ -475,6 +478,14 @@ class Connection:
     def http_get(self, url: str, *, timeout: float = 5) -> tuple[int, bytes]:
         """GET a plain http URL from the node itself."""
         return self._get(url, None, timeout)
+
+    def served_certificate(self, port: int, *, timeout: float = 5) -> bytes:
+        """The DER certificate the node serves on its own `port` (b"" if it serves none)."""
+        chan = self.open_tcp("127.0.0.1", port, timeout=timeout)
+        try:
+            return channels.peer_certificate(chan, "127.0.0.1", timeout)
+        except (OSError, paramiko.SSHException, channels.HTTPProblem) as e:
+            raise self._error("tls", f"reading the certificate served on port {port} failed: {e}") from None
 
     def _get(self, url: str, context, timeout: float) -> tuple[int, bytes]:
         host, port, path = channels.split_url(url)

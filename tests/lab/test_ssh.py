@@ -438,6 +438,26 @@ def _drop(conn: Connection) -> None:
     assert not conn.transport.is_active()
 
 
+def test_a_quick_command_never_makes_sshd_drop_the_connection(conn, monkeypatch):
+    """A command that ends at once: sshd closes its channel as it exits. An EOF rke-py sent for the
+    channel after paramiko answered that close (its thread answers while ours sends outside the channel
+    lock) would name a channel sshd has freed, and sshd drops the whole connection for it. Delaying every
+    EOF makes that race certain: nothing may depend on winning it."""
+    send = paramiko.Transport._send_user_message
+
+    def late_eof(self, data):
+        if data.asbytes()[:1] == bytes([paramiko.common.MSG_CHANNEL_EOF]):
+            time.sleep(0.3)
+        return send(self, data)
+
+    monkeypatch.setattr(paramiko.Transport, "_send_user_message", late_eof)
+    for _ in range(3):
+        assert conn.run("echo quick").stdout == b"quick\n"
+        time.sleep(0.5)
+    assert conn.transport.is_active() and conn.redials == 0
+    assert conn.run("cat").stdout == b""  # its stdin is empty, not waiting for rke-py
+
+
 def test_a_lost_connection_is_dialled_again_and_the_log_says_why(sshd, tmp_path, caplog):
     before = sshd.logins()
     (tmp_path / "f").write_text("kept")
