@@ -20,6 +20,7 @@ COMMANDS = {
     "status": "rke_py.cli.cmd_status",
     "remove": "rke_py.cli.cmd_remove",
     "etcd": "rke_py.cli.cmd_etcd",
+    "cert": "rke_py.cli.cmd_cert",
     "util": "rke_py.cli.cmd_util",
     "config": "rke_py.cli.cmd_config",
     "lab": "rke_py.cli.cmd_lab",

@@ -48,7 +48,7 @@ def command(
             print_plan(desired.plan)
         return
     with cluster_run("plan", config_path, log_file, verbose):
-        desired = prepare(config_path, strict=strict)
+        desired = prepare(config_path, strict=strict, changing=True)
         print_warnings(desired.warnings)
         result = plan(desired, options_from(host_key_policy, known_hosts, concurrency, verify=False))
         if output == "json":

@@ -29,6 +29,7 @@ from rke_py.config import (
 from rke_py.config.findings import Findings, Path, did_you_mean, dotted, excerpt
 from rke_py.config.mapping import YAML_NAMES
 from rke_py.config.schema import ClusterConfig, Services
+from rke_py.pki.bundle import SERVICES as ROTATABLE
 from rke_py.plan.registries import ecr_region
 
 AUTH_STRATEGIES = ("x509", "webhook")
@@ -324,6 +325,39 @@ def _etcd_user(config: ClusterConfig, findings: Findings) -> None:
         )
 
 
+def _rotation(config: ClusterConfig, findings: Findings) -> None:
+    """RKE's `rotate_certificates: {cacertificates, services}`: `up` rotates while it is there."""
+    given = config.rotate_certificates
+    if given is None:
+        return
+    if not isinstance(given, dict):
+        findings.error(("rotate_certificates",), "rotate_certificates must be a mapping")
+        return
+    for key in given:
+        if key not in ("cacertificates", "services"):
+            findings.error(
+                ("rotate_certificates", key), f"rotate_certificates has no key {excerpt(str(key))}"
+            )
+    if not isinstance(given.get("cacertificates", False), bool):
+        findings.error(("rotate_certificates", "cacertificates"), "cacertificates must be true or false")
+    services = given.get("services") or []
+    if not isinstance(services, list):
+        findings.error(("rotate_certificates", "services"), "services must be a list")
+        services = []
+    for index, name in enumerate(services):
+        if name not in ROTATABLE:
+            findings.error(
+                ("rotate_certificates", "services", index),
+                f"{excerpt(str(name))} is not a service with certificates",
+                "one of " + ", ".join(ROTATABLE),
+            )
+    findings.warning(
+        ("rotate_certificates",),
+        "every `rke-py up` rotates certificates while rotate_certificates is in cluster.yml (as RKE's does)",
+        "remove it once rotated, or use `rke-py cert rotate` instead",
+    )
+
+
 CHECKS: tuple[Callable[[ClusterConfig, Findings], None], ...] = (
     validate_nodes.nodes,
     validate_nodes.duplicates,
@@ -356,5 +390,6 @@ CHECKS: tuple[Callable[[ClusterConfig, Findings], None], ...] = (
     validate_cloud.cloud,
     validate_encryption.encryption,
     _etcd_user,
+    _rotation,
     validate_ignored.ignored,
 )

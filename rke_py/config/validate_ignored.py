@@ -51,11 +51,6 @@ NOT_YET = (
         "rotate_encryption_key is not carried out: rke-py does not rotate the encryption key yet",
         "remove it; the key the state holds stays in use",
     ),
-    (
-        "rotate_certificates",
-        "rotate_certificates is not carried out: rke-py does not rotate certificates yet",
-        "remove it; certificates stay as they are in the state",
-    ),
 )
 
 

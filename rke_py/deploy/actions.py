@@ -15,7 +15,8 @@ from rke_py.plan.model import ContainerSpec, FileSpec
 
 class _Change:
     kind: ClassVar[str]
-    # The phase that carries it out: cleanup, files, images, etcd, control, worker, removed, objects, nodes.
+    # The phase that carries it out: cleanup, files, images, etcd, control, worker, removed, objects, nodes,
+    # secrets, pods.
     phase: str
     reason: str
 
@@ -221,6 +222,23 @@ class RewriteSecrets(_Change):
 
 
 @dataclass(frozen=True)
+class RestartPods(_Change):
+    """Delete an add-on workload's pods for its controller to start again: after a CA rotation they hold
+    the old CA and cannot reach the apiservers (RKE's RestartClusterPods)."""
+
+    kind: ClassVar[str] = "restart-pods"
+    namespace: str
+    selector: str  # the workload's label selector
+    ref: str = ""  # the workload, kind/namespace/name
+    reason: str = "they trust the old CA"
+    phase = "pods"
+
+    @property
+    def target(self) -> str:
+        return f"pods of {self.ref}"
+
+
+@dataclass(frozen=True)
 class _NodeChange(_Change):
     name: str  # the Kubernetes Node's name
 
@@ -286,6 +304,14 @@ HostAction = (
     | CleanHost
 )
 ClusterAction = (
-    ApplyObject | DeleteObject | RewriteSecrets | SyncNode | DeleteNode | Cordon | Drain | Uncordon
+    ApplyObject
+    | DeleteObject
+    | RewriteSecrets
+    | RestartPods
+    | SyncNode
+    | DeleteNode
+    | Cordon
+    | Drain
+    | Uncordon
 )
 Action = HostAction | ClusterAction

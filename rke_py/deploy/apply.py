@@ -69,7 +69,8 @@ class Applier:
 
         Host actions need the `target` host; for add-member and remove-member that is the running etcd
         member the change goes through. `wait=False` starts a new container without waiting for its health
-        check: the members of a new etcd cluster can only become healthy together.
+        check (or replaces a running one so): the members of a new etcd cluster, or of one getting a new CA,
+        can only become healthy together.
         """
         if isinstance(action, a.ClusterAction):
             self._cluster(action)
@@ -111,7 +112,7 @@ class Applier:
             case a.CreateContainer(spec=spec):
                 self._run_new(target, spec, wait)
             case a.ReplaceContainer():
-                self._rolling_replace(target, action)
+                self._rolling_replace(target, action, wait)
             case a.AddMember(node=node):
                 add_etcd_member(docker, target.address, node)
             case a.RemoveMember(node=node):
@@ -132,6 +133,10 @@ class Applier:
                     )
                 case a.RewriteSecrets():
                     rewrite_secrets(api)
+                case a.RestartPods(namespace=namespace, selector=selector):
+                    for pod in api.list("v1", "Pod", selector):
+                        if pod["metadata"].get("namespace") == namespace:
+                            api.delete(api.object_path(pod))
                 case a.SyncNode(name=name, node=node):
                     path = f"/api/v1/nodes/{name}"
                     api.merge_patch(path, node_patch(node, api.get(path)))
@@ -174,15 +179,16 @@ class Applier:
                 self._wait_healthy(target, spec, cid)
         return cid
 
-    def _rolling_replace(self, target: Target, action: a.ReplaceContainer) -> None:
-        """Stop and park the old container, start the new one, and put the old one back if it fails."""
+    def _rolling_replace(self, target: Target, action: a.ReplaceContainer, wait: bool = True) -> None:
+        """Stop and park the old container, start the new one, and put the old one back if it fails (with
+        `wait`, also if it fails its health check)."""
         docker, spec = target.host.docker, action.spec
         backup = f"{BACKUP_PREFIX}{spec.name}"
         remove_if_present(docker, backup)  # left over from an interrupted run
         docker.stop(action.old_id, timeout=5)
         docker.rename(action.old_id, backup)
         try:
-            self._run_new(target, spec)
+            self._run_new(target, spec, wait)
         except Exception:
             remove_if_present(docker, spec.name)
             docker.rename(action.old_id, spec.name)

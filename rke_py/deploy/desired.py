@@ -12,8 +12,8 @@ from rke_py.addons import build as build_addons
 from rke_py.config.schema import ClusterConfig, Node
 from rke_py.config.upgrade import version_problems
 from rke_py.deploy.reconcile import joining_etcd_nodes, removed_nodes
-from rke_py.errors import ConfigError, Problem
-from rke_py.pki.bundle import Bundle, build_bundle
+from rke_py.errors import ConfigError, Problem, UsageError
+from rke_py.pki.bundle import CA, Bundle, build_bundle, rotate
 from rke_py.plan import build_plan, encryption
 from rke_py.plan.components import REGISTRY, Component
 from rke_py.plan.model import ClusterPlan
@@ -38,11 +38,41 @@ class Desired:
     addons: list[Addon] = field(default_factory=list)  # applied once the nodes are there, in order
     rewrite_secrets: bool = False  # the apiservers get an encryption config the cluster did not run with
 
+    @property
+    def new_ca(self) -> bool:
+        """The cluster runs with another kube-ca than this run deploys (a CA rotation, maybe one a killed
+        run began): etcd members restart together, and the API is asked with the running credentials
+        until the control plane has the new ones."""
+        running = self.state.current.certificates.get(CA)
+        return running is not None and running.cert_pem != self.bundle[CA].cert_pem
+
+
+@dataclass(frozen=True)
+class Rotation:
+    """`rke-py cert rotate` or cluster.yml's rotate_certificates: which certificates get new keys."""
+
+    services: tuple[str, ...] = ()  # none: every certificate
+    ca: bool = False
+
+    @classmethod
+    def from_config(cls, config: ClusterConfig) -> Rotation | None:
+        given = config.rotate_certificates
+        if given is None:
+            return None
+        return cls(tuple(given.get("services") or ()), bool(given.get("cacertificates")))
+
 
 def prepare(
-    config_path: str | Path, *, strict: bool = False, registry: tuple[Component, ...] = REGISTRY
+    config_path: str | Path,
+    *,
+    strict: bool = False,
+    registry: tuple[Component, ...] = REGISTRY,
+    rotation: Rotation | None = None,
+    changing: bool = False,
 ) -> Desired:
-    """Load cluster.yml and the state, build or reuse certificates, and plan every node. Pure of hosts."""
+    """Load cluster.yml and the state, build, reuse or rotate certificates, and plan every node. Pure of
+    hosts. `rotation` re-issues certificates of a cluster; so does cluster.yml's rotate_certificates in a
+    command `changing` the cluster (up, plan), not in one that only reads it."""
     config_path = Path(config_path)
     loaded = config_pkg.load(config_path, strict=strict)
     state = read_state(state_path_for(config_path)) or ClusterState()
@@ -58,7 +88,14 @@ def prepare(
         loaded.config, state.desired.encryption_config or encrypting
     )
     previous = state.desired.certificates or state.current.certificates
-    bundle = build_bundle(loaded.config, previous or None)
+    if rotation is not None and not previous:
+        raise UsageError(f"no cluster state beside {config_path}: there are no certificates to rotate yet")
+    if rotation is None and changing and previous:
+        rotation = Rotation.from_config(loaded.config)
+    if rotation is None:
+        bundle = build_bundle(loaded.config, previous or None)
+    else:
+        bundle = rotate(loaded.config, previous, rotation.services, ca=rotation.ca)
     applied = nodes_from_rke_json(state.current.rke_config)
     joining = joining_etcd_nodes(applied, loaded.config.hosts("etcd"))
     etcd_now = {n.address for n in loaded.config.hosts("etcd")}

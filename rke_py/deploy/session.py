@@ -17,8 +17,16 @@ from typing import Any, Protocol
 import paramiko
 
 from rke_py.addons import ADDON_LABEL, PRUNE_KINDS, RKE_JOBS, WORKLOAD_KINDS
+from rke_py.addons.k8s import object_ref
 from rke_py.config.schema import Node
-from rke_py.deploy.actions import AddMember, ApplyObject, ClusterAction, HostAction, RewriteSecrets
+from rke_py.deploy.actions import (
+    AddMember,
+    ApplyObject,
+    ClusterAction,
+    HostAction,
+    RestartPods,
+    RewriteSecrets,
+)
 from rke_py.deploy.apply import Target
 from rke_py.deploy.desired import Desired
 from rke_py.deploy.diff import diff_host
@@ -36,6 +44,7 @@ from rke_py.hosts.docker_api import HostDocker
 from rke_py.hosts.dockerfiles import DockerFiles
 from rke_py.hosts.hostkeys import HostKeyPolicy, HostKeyStore
 from rke_py.kube.api import KubeAPI, KubeAPIError
+from rke_py.pki.bundle import CA, KUBE_ADMIN
 from rke_py.pki.certs import CertKeyPair
 from rke_py.plan.common import KUBE_DIR, host_path
 from rke_py.plan.registries import registry_of
@@ -130,6 +139,9 @@ class Session:
         self.removed_targets: dict[str, Target] = {}
         self._api: KubeAPI | None = None
         self._api_lock = threading.Lock()
+        # Who rke-py is to the API: while a new CA is on its way, the running apiservers know the old one.
+        running = desired.state.current.certificates
+        self._identity = (running[CA], running[KUBE_ADMIN]) if desired.new_ca else None
 
     def __enter__(self) -> Session:
         return self
@@ -217,7 +229,23 @@ class Session:
                 if self.desired.rewrite_secrets
                 else []
             ),
+            *(self.restart_pods() if self.desired.new_ca else []),
         ]
+
+    def restart_pods(self) -> list[RestartPods]:
+        return [
+            RestartPods(
+                namespace=obj["metadata"].get("namespace", "default"),
+                selector=",".join(f"{k}={v}" for k, v in obj["spec"]["selector"]["matchLabels"].items()),
+                ref=object_ref(obj),
+            )
+            for _, obj in self.workloads()
+        ]
+
+    def workloads(self) -> list[tuple[str, dict[str, Any]]]:
+        """The add-ons' DaemonSets and Deployments, with the add-on each belongs to."""
+        addons = self.desired.addons
+        return [(a.name, obj) for a in addons for obj in a.objects if obj["kind"] in WORKLOAD_KINDS]
 
     def object_actions(self, running: bool = True) -> list[ApplyObject]:
         return object_actions(self.desired.objects, self.find if running else None)
@@ -286,16 +314,21 @@ class Session:
                 cps = sorted(
                     self.desired.config.hosts("controlplane"), key=lambda n: n.address not in self.targets
                 )
-                self._api = self.connector.kube_api([hostport(n.address, 6443) for n in cps])
+                servers = [hostport(n.address, 6443) for n in cps]
+                self._api = self.connector.kube_api(servers, self._identity)
             return self._api
+
+    def control_plane_renewed(self) -> None:
+        """The apiservers now run this run's certificates: ask them as this run's admin from now on."""
+        with self._api_lock:
+            if self._identity is not None:
+                self._identity, self._api = None, None
 
     def verify(self) -> Report:
         d = self.desired
         hosts = {a: t.host for a, t in self.targets.items()}
         hostnames = {a: t.facts.hostname for a, t in self.targets.items()}
-        workloads = [
-            (addon.name, obj) for addon in d.addons for obj in addon.objects if obj["kind"] in WORKLOAD_KINDS
-        ]
+        workloads = self.workloads()
         report = verify(
             d.config, d.plan, d.bundle, hosts, hostnames, self.kube_api(), workloads, self.options.concurrency
         )

@@ -1,11 +1,20 @@
-"""`status`: the verify report of a running cluster, changing nothing; unreachable hosts are findings."""
+"""`status` and `cert list`: what a running cluster answers, changing nothing; unreachable hosts are
+findings."""
 
 from __future__ import annotations
 
+import datetime as dt
+import logging
+
+from rke_py.deploy.apply import Target
 from rke_py.deploy.desired import Desired
+from rke_py.deploy.parallel import for_each
 from rke_py.deploy.phases import Phase, run_phases
 from rke_py.deploy.session import Connector, Options, Session
-from rke_py.verify.checks import Report
+from rke_py.pki import expiry
+from rke_py.verify.checks import Check, Report
+
+log = logging.getLogger("rke_py.deploy")
 
 
 class ConnectWhatAnswers(Phase):
@@ -18,7 +27,7 @@ class ConnectWhatAnswers(Phase):
         self.session.connect(tolerate=True)
 
 
-class Check(Phase):
+class Verify(Phase):
     key, title, reads = "verify", "verifying the cluster", True
 
     def __init__(self, session: Session):
@@ -29,8 +38,48 @@ class Check(Phase):
         self.report = self.session.verify()
 
 
-def status(desired: Desired, options: Options, connector: Connector | None = None) -> Report:
+class Certificates(Phase):
+    """Every certificate of the state, and the one each reachable kubelet serves."""
+
+    key, title, reads = "certificates", "reading the certificates the kubelets serve", True
+
+    def __init__(self, session: Session):
+        self.session = session
+        self.expiries = expiry.of_bundle(session.desired.bundle)
+
+    def run(self) -> None:
+        def served(target: Target) -> expiry.Expiry:
+            der = target.host.served_certificate(expiry.KUBELET_PORT)
+            return expiry.served_by_kubelet(target.address, der)
+
+        found, errors = for_each(self.session.targets.values(), served, self.session.options.concurrency)
+        for error in errors:  # a kubelet that does not run: verify says so
+            log.warning("%s: %s", error.host, error.detail)
+        self.expiries += [e for _, e in found]
+
+
+def certificates(
+    desired: Desired, options: Options, connector: Connector | None = None
+) -> list[expiry.Expiry]:
     with Session(desired, options, connector) as session:
-        check = Check(session)
-        run_phases([ConnectWhatAnswers(session), check])
-        return check.report
+        found = Certificates(session)
+        run_phases([ConnectWhatAnswers(session), found])
+        return found.expiries
+
+
+def status(desired: Desired, options: Options, connector: Connector | None = None) -> Report:
+    """The verify report, with a failed check for each expired certificate and a warning for each that
+    expires within a month."""
+    with Session(desired, options, connector) as session:
+        check, found = Verify(session), Certificates(session)
+        run_phases([ConnectWhatAnswers(session), check, found])
+    now = dt.datetime.now(dt.UTC)
+    generated = desired.config.services.kubelet.generate_serving_certificate
+    expired, soon = expiry.ending(found.expiries, now)
+    for e in soon:
+        log.warning(expiry.warning(e, now, generated))
+    check.report.checks += [
+        Check("certificate", f"{e.name} ({e.where})", False, expiry.warning(e, now, generated))
+        for e in expired
+    ]
+    return check.report

@@ -6,6 +6,7 @@ worker plane → hosts that left → state (file, then the cluster) → node lab
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -26,6 +27,7 @@ from rke_py.deploy.pullauth import pull_auth
 from rke_py.deploy.saving import save_state, write_kubeconfig
 from rke_py.deploy.session import Connector, Options, Session
 from rke_py.errors import ApplyError, HostError, PreflightError
+from rke_py.pki import expiry
 from rke_py.plan import nginx_proxy
 from rke_py.plan.components import PLANES
 from rke_py.state import state_path_for, state_to_json
@@ -216,7 +218,9 @@ class PrepareHosts(Phase):
 class EtcdPlane(Phase):
     """One member at a time. Members of hosts that left go first; a replaced member must be healthy
     before the next is touched; new members are started together (a new cluster has no quorum until
-    most of them run) and checked at the end."""
+    most of them run) and checked at the end. With a new CA every member is replaced together, as RKE
+    does: a member with the new CA and one with the old refuse each other, so one at a time never has
+    quorum."""
 
     key, title = "etcd", "etcd plane, one member at a time"
 
@@ -243,9 +247,8 @@ class EtcdPlane(Phase):
         for node in nodes:
             for action in r.host_actions[node.address]:
                 if action.phase == "etcd" and not isinstance(action, a.AddMember | a.RemoveMember):
-                    r.applier.execute(
-                        action, targets[node.address], wait=not isinstance(action, a.CreateContainer)
-                    )
+                    wait = not isinstance(action, a.CreateContainer) and not r.desired.new_ca
+                    r.applier.execute(action, targets[node.address], wait=wait)
         for node in nodes:
             spec = r.desired.plan.node(node.address).container("etcd")
             if spec is not None:
@@ -322,6 +325,7 @@ class Kubeconfig(Phase):
 
     def run(self) -> None:
         write_kubeconfig(self.r.desired)
+        self.r.session.control_plane_renewed()
 
 
 class RemovedHosts(Phase):
@@ -471,14 +475,14 @@ class Addons(Phase):
                 time.sleep(self.pause)
 
 
-class Secrets(Phase):
-    """Every Secret written back once the apiservers run a new encryption config, so none stays stored
-    the old way (RKE's RewriteSecrets)."""
+class AsPlanned(Phase):
+    """Cluster actions carried out as planned when the run connected, in order: every Secret written back
+    under a new encryption config (RKE's RewriteSecrets), add-on pods restarted after a new CA (RKE's
+    RestartClusterPods)."""
 
-    key, title = "secrets", "rewriting every Secret under the encryption config"
-
-    def __init__(self, run: Run):
+    def __init__(self, run: Run, key: str, title: str):
         self.r = run
+        self.key, self.title = key, title
 
     def planned(self) -> Sequence[a.Action]:
         return [x for x in self.r.cluster_actions if x.phase == self.key]
@@ -532,8 +536,10 @@ def up_phases(run: Run) -> list[Phase]:
         control,
         Kubeconfig(run),
         ApplyObjects(run),
-        Secrets(run),  # before the current state says the cluster encrypts: a killed run rewrites again
+        # before the current state says the cluster encrypts: a killed run rewrites again
+        AsPlanned(run, "secrets", "rewriting every Secret under the encryption config"),
         worker,
+        AsPlanned(run, "pods", "restarting add-on pods that trust the old CA"),
         RemovedHosts(run),
         SaveState(run, current=True),
         StoreState(run),
@@ -571,6 +577,10 @@ def up(
 ) -> UpResult:
     """Bring every host and the cluster objects to the plan, phase by phase; save state and kubeconfig;
     verify."""
+    now = dt.datetime.now(dt.UTC)
+    expired, soon = expiry.ending(expiry.of_bundle(desired.bundle), now)
+    for ending in (*expired, *soon):
+        log.warning(expiry.warning(ending, now, desired.config.services.kubelet.generate_serving_certificate))
     run, session = _run(desired, options, connector)
     with session:
         run_phases(up_phases(run), on_phase=on_phase)

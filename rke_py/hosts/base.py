@@ -100,6 +100,10 @@ class HostConnection(Protocol):
 
     def http_get(self, url: str, *, timeout: float = 5) -> tuple[int, bytes]: ...
 
+    def served_certificate(self, port: int) -> bytes:
+        """The DER certificate the node serves on its loopback `port`, whoever signed it."""
+        ...
+
 
 def remove_if_present(docker: Docker, container: str) -> None:
     """Remove a container by name or id; one that is not there is not an error."""

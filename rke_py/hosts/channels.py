@@ -206,6 +206,21 @@ class _PlainChannel:
         """Left to http_request, as for _TLSChannel."""
 
 
+def peer_certificate(chan: paramiko.Channel, host: str, timeout: float) -> bytes:
+    """The DER certificate the server at the other end of `chan` presents, trusted or not: what a port
+    serves is what matters for its expiry, whoever signed it (a kubelet signs its own by default)."""
+    chan.settimeout(timeout)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        return _TLSChannel(chan, context, host)._tls.getpeercert(binary_form=True) or b""
+    except ssl.SSLError as e:
+        raise HTTPProblem(f"TLS handshake failed: {e.reason or e}") from None
+    finally:
+        chan.close()
+
+
 def http_request(
     chan: paramiko.Channel,
     host: str,

@@ -64,6 +64,9 @@ class Host:
     def http_get(self, url: str, *, timeout: float = 5) -> tuple[int, bytes]:
         return self.conn.http_get(url, timeout=timeout)
 
+    def served_certificate(self, port: int) -> bytes:
+        return self.conn.served_certificate(port)
+
     def close(self) -> None:
         if self.files is not None:
             self.files.close()

@@ -8,6 +8,7 @@ A certificate that the current CA did not sign is an error: regenerating it woul
 
 from __future__ import annotations
 
+import datetime as dt
 import ipaddress
 from collections.abc import Callable, Iterable
 
@@ -237,3 +238,46 @@ def build_bundle(config: ClusterConfig, previous: Bundle | None = None) -> Bundl
         name = cert_name_for_host(node, KUBELET_PREFIX)
         _ensure_server(bundle, name, ca, name, _host_sans(node))
     return bundle
+
+
+# What `--service NAME` re-issues (RKE's `RotateRKECertificates`): the certificates each component presents.
+SERVICES: dict[str, Callable[[str], bool]] = {
+    "etcd": lambda n: n.startswith(ETCD_PREFIX + "-"),
+    "kube-apiserver": lambda n: n == KUBE_APISERVER,
+    "kube-controller-manager": lambda n: n == KUBE_CONTROLLER_MANAGER,
+    "kube-scheduler": lambda n: n == KUBE_SCHEDULER,
+    "kubelet": lambda n: n == KUBE_NODE or n.startswith(KUBELET_PREFIX + "-"),
+    "kube-proxy": lambda n: n == KUBE_PROXY,
+}
+
+
+def rotate(
+    config: ClusterConfig, bundle: Bundle, services: Iterable[str] = (), *, ca: bool = False
+) -> Bundle:
+    """RKE's certificate rotation: new keys and certificates for the listed services' certificates, or for
+    every certificate rke-py makes when none is listed; with `ca`, new CAs too and everything re-signed.
+    The service-account key is kept either way (RKE keeps it), so the pods' tokens stay valid."""
+    services = tuple(services)
+    if not ca:
+        _check_ca(bundle[CA])
+        until = bundle[CA].x509.not_valid_after_utc
+        if until <= dt.datetime.now(dt.UTC):
+            raise CertificateError(f"the CA certificate kube-ca expired on {until:%Y-%m-%d}: use --rotate-ca")
+
+    def rotated(name: str) -> bool:
+        if name in EXTERNAL:
+            return False
+        if ca or name == SERVICE_ACCOUNT:  # its key is kept; its certificate only with a new CA
+            return ca
+        if services:
+            return any(SERVICES[s](name) for s in services)
+        return name not in (CA, REQUESTHEADER_CA)
+
+    kept = {name: pair for name, pair in bundle.items() if not rotated(name)}
+    if ca:
+        kept[CA], kept[REQUESTHEADER_CA] = make_ca(CA), make_ca(REQUESTHEADER_CA)
+    service_account = bundle.get(SERVICE_ACCOUNT)
+    if service_account is not None and SERVICE_ACCOUNT not in kept:
+        common_name, _ = CLIENTS[SERVICE_ACCOUNT]
+        kept[SERVICE_ACCOUNT] = make_signed(SERVICE_ACCOUNT, kept[CA], common_name, key=service_account.key)
+    return build_bundle(config, kept)

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import docker
 import paramiko
 import pytest
+from cryptography import x509
 
 from tests.lab.e2e import (
     changes,
@@ -98,8 +100,8 @@ def test_a_pod_runs_its_logs_and_exec_work_and_its_service_answers_from_another_
     )
     kubectl(lab, "expose", "pod", "web", "--port=80", "--target-port=8080")
     kubectl(lab, "wait", "--for=condition=Ready", "pod/web", "--timeout=50s")
-    assert kubectl(lab, "logs", "web").strip() == "serving"
-    assert kubectl(lab, "exec", "web", "--", "cat", "/www/index.html").strip() == "hello-from-web"
+    assert kubectl(lab, "logs", "witness").strip() == "started"
+    assert kubectl(lab, "exec", "witness", "--", "cat", "/tmp/w").strip() == "witness"
     cluster_ip = kubectl(lab, "get", "svc", "web", "-o", "jsonpath={.spec.clusterIP}")
     request = f"printf 'GET / HTTP/1.0\\r\\n\\r\\n' | timeout 5 nc {cluster_ip} 80"
     answer = ""
@@ -380,6 +382,133 @@ def test_an_etcd_node_added_to_the_running_cluster_joins_it(lab):
     assert len(etcd_checks) == 3 and all(c["ok"] for c in etcd_checks)
     again = up(lab, "--no-verify")
     assert again.json()["changed"] == 0  # the joined member's spec is stable across runs
+
+
+def serial(lab, index: int, name: str) -> str:
+    """The serial number of /etc/kubernetes/ssl/<name>.pem on lab host `index`."""
+    pem = host_exec(lab, index, f"cat /etc/kubernetes/ssl/{name}.pem")
+    return format(x509.load_pem_x509_certificate(pem.encode()).serial_number, "x")
+
+
+def kubeconfig(lab) -> Path:
+    return Path(lab.cluster_yml).parent / f"kube_config_{Path(lab.cluster_yml).name}"
+
+
+def ready_nodes(lab, config: Path | None = None) -> list[str]:
+    args = ["--kubeconfig", str(config)] if config else []
+    lines = kubectl(lab, *args, "get", "nodes", "--no-headers").splitlines()
+    return [line.split()[0] for line in lines if line.split()[1] == "Ready"]
+
+
+@pytest.mark.real_kubernetes
+def test_a_token_and_a_pod_from_before_the_certificates_rotate(lab):
+    lab.token = kubectl(lab, "-n", "kube-system", "create", "token", "default", "--duration=2h").strip()
+    assert token_answers(lab)
+    image = f"{lab.registry}/{lab.images['rke-tools']}"
+    overrides = json.dumps({"spec": {"nodeName": lab.hosts[WORKERS[0]].name}})
+    script = "echo witness > /tmp/w && echo started && sleep 3600"
+    kubectl(
+        lab,
+        "run",
+        "witness",
+        f"--image={image}",
+        "--restart=Never",
+        f"--overrides={overrides}",
+        "--command",
+        "--",
+        "sh",
+        "-c",
+        script,
+    )
+    kubectl(lab, "wait", "--for=condition=Ready", "pod/witness", "--timeout=50s")
+
+
+def token_answers(lab) -> bool:
+    """The token authenticates to an apiserver (a 403 for a forbidden list is still a known user)."""
+    request = (
+        "curl -s -o /dev/null -w '%{http_code}' --cacert /etc/kubernetes/ssl/kube-ca.pem "
+        f"-H 'Authorization: Bearer {lab.token}' https://127.0.0.1:6443/api/v1/namespaces/kube-system/pods"
+    )
+    return host_exec(lab, WORKERS[0], request).strip() in ("200", "403")
+
+
+def test_cert_rotate_renews_every_certificate_and_no_request_through_a_proxy_fails(lab, tmp_path):
+    old_config = tmp_path / "kube_config_before.yml"
+    old_config.write_bytes(kubeconfig(lab).read_bytes())
+    before = {
+        name: serial(lab, 0, name)
+        for name in (
+            "kube-ca",
+            "kube-apiserver",
+            "kube-node",
+            "kube-etcd-" + lab.hosts[0].address.replace(".", "-"),
+        )
+    }
+    for i in WORKERS:
+        start_probe(lab, i)
+    time.sleep(1)
+    run = rke_py("cert", "rotate", *cluster_args(lab, "--output", "json"))
+    probes = [stop_probe(lab, i) for i in WORKERS]
+    assert run.code == 0, run.stderr
+    assert run.json()["ok"] is True, run.json()["verify"]
+    after = {name: serial(lab, 0, name) for name in before}
+    assert after["kube-ca"] == before["kube-ca"]
+    assert all(after[n] != before[n] for n in before if n != "kube-ca"), (before, after)
+    assert serial(lab, WORKERS[0], "kube-node") == after["kube-node"]
+    print(f"requests through the workers' proxies during the rotation (answered, failed): {probes}")
+    for answered, failed in probes:
+        assert answered > 20 and not failed, probes
+    assert len(ready_nodes(lab)) == 5
+    assert len(ready_nodes(lab, old_config)) == 5  # the same CA: the old admin certificate still works
+    assert up(lab, "--no-verify").json()["changed"] == 0
+
+
+def test_cert_rotate_a_service_renews_only_its_certificates(lab):
+    before = {name: serial(lab, 0, name) for name in ("kube-apiserver", "kube-node", "kube-proxy")}
+    run = rke_py("cert", "rotate", "--service", "kube-proxy", *cluster_args(lab, "--output", "json"))
+    assert run.code == 0, run.stderr
+    after = {name: serial(lab, 0, name) for name in before}
+    assert [n for n in before if after[n] != before[n]] == ["kube-proxy"]
+    replaced = {
+        t
+        for h in run.json()["hosts"]
+        for k, t in [(a["kind"], a["target"]) for a in h["actions"]]
+        if k == "replace"
+    }
+    assert replaced == {"kube-proxy"}, replaced
+
+
+def test_cert_rotate_with_a_new_ca_refuses_the_old_kubeconfig_and_the_new_one_works(lab, tmp_path):
+    old_config = tmp_path / "kube_config_before.yml"
+    old_config.write_bytes(kubeconfig(lab).read_bytes())
+    old_ca = serial(lab, 0, "kube-ca")
+    run = rke_py("cert", "rotate", "--rotate-ca", *cluster_args(lab, "--output", "json"))
+    assert run.code == 0, run.stderr
+    assert run.json()["ok"] is True, run.json()["verify"]
+    assert {serial(lab, i, "kube-ca") for i in range(5)} - {old_ca} == {serial(lab, 0, "kube-ca")}
+    refused = kubectl_run(lab, "--kubeconfig", str(old_config), "get", "nodes")
+    assert refused.returncode != 0 and "certificate" in refused.stderr, refused.stderr
+    assert len(ready_nodes(lab)) == 5
+    assert up(lab, "--no-verify").json()["changed"] == 0
+
+
+def test_cert_list_shows_each_certificate_with_its_expiry_and_each_kubelets_own(lab):
+    run = rke_py("cert", "list", *cluster_args(lab, "--output", "json"))
+    assert run.code == 0, run.stderr
+    found = run.json()["certificates"]
+    served = sorted(c["where"] for c in found if c["name"] == "kubelet serving")
+    assert served == sorted(h.address for h in lab.hosts)
+    apiserver = next(c for c in found if c["name"] == "kube-apiserver")
+    assert apiserver["where"] == "cluster.rkestate" and apiserver["days_left"] >= 3648
+    assert lab.hosts[0].address in apiserver["sans"]
+    assert all(c["days_left"] > 30 for c in found), found
+
+
+@pytest.mark.real_kubernetes
+def test_after_both_rotations_tokens_logs_and_exec_work(lab):
+    assert token_answers(lab)  # the service-account key was kept
+    assert kubectl(lab, "logs", "witness").strip() == "started"
+    assert kubectl(lab, "exec", "witness", "--", "cat", "/tmp/w").strip() == "witness"
 
 
 def test_remove_leaves_every_host_clean(lab):

@@ -8,6 +8,7 @@ members runs, as a real cluster does. A started kubelet registers its Node with 
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import itertools
 import json
@@ -18,8 +19,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
 from rke_py.config.schema import Node
-from rke_py.errors import UnreachableError
+from rke_py.errors import ConnectError, UnreachableError
 from rke_py.hosts.base import Completed, DockerContainer, DockerError
 from rke_py.kube.api import KubeAPI, KubeAPIError
 from rke_py.lab.kube.resources import resource_list
@@ -38,6 +44,24 @@ class FakeContainer:
     healthy: bool = True
 
 
+def self_signed(name: str, days: int) -> bytes:
+    """A DER certificate signed by its own (EC) key, valid `days` from now (negative: expired)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(1)
+        .not_valid_before(now - dt.timedelta(days=400))
+        .not_valid_after(now + dt.timedelta(days=days))
+        .sign(key, hashes.SHA256())
+    )
+    return cert.public_bytes(serialization.Encoding.DER)
+
+
 @dataclass
 class World:
     """What the fake hosts share: one event log, the etcd membership and the Kubernetes API."""
@@ -47,6 +71,7 @@ class World:
     down: set[str] = field(default_factory=set)  # addresses that cannot be reached
     hosts: dict[str, FakeHost] = field(default_factory=dict)
     kube: FakeKube = field(default_factory=lambda: FakeKube())
+    kubelet_days: int = 365  # how long the certificate each kubelet signs itself is valid from now
 
     def __post_init__(self) -> None:
         self.kube.events = self.events
@@ -194,6 +219,12 @@ class FakeHost:
     ) -> tuple[int, bytes]:
         return self.http_get(url, timeout=timeout)
 
+    def served_certificate(self, port: int) -> bytes:
+        """A kubelet's own certificate, as one signs itself (a year, from when it first started)."""
+        if "kubelet" not in self.docker.names():
+            raise ConnectError(self.address, "tls", f"nothing serves on port {port}")
+        return self_signed(self.node.hostname_override or self.address, self.world.kubelet_days)
+
     def http_get(self, url: str, *, timeout: float = 5) -> tuple[int, bytes]:
         for c in self.docker.by_id.values():
             health = c.spec.health
@@ -307,7 +338,7 @@ class FakeConnector:
             raise UnreachableError(node.address, "ssh", "connection timed out")
         return self.world.hosts[node.address]
 
-    def kube_api(self, servers: list[str]) -> KubeAPI:
+    def kube_api(self, servers: list[str], identity: object = None) -> KubeAPI:
         return self.world.kube
 
     def learned_host_keys(self) -> dict[str, str]:

@@ -1,0 +1,74 @@
+"""`rke-py cert rotate | list`: RKE's certificate rotation, and when each certificate expires."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import click
+from rich.table import Table
+
+from rke_py.cli.cmd_up import bring_up
+from rke_py.cli.options import host_command_options
+from rke_py.cli.output import console, emit_json
+from rke_py.cli.run import cluster_run, options_from
+from rke_py.deploy.desired import Rotation, prepare
+from rke_py.deploy.status import certificates
+from rke_py.errors import UsageError
+from rke_py.pki.bundle import SERVICES
+from rke_py.pki.expiry import WARN_DAYS
+
+
+@click.group("cert")
+def command() -> None:
+    """Rotate the cluster's certificates, or list them with their expiry."""
+
+
+@command.command("rotate")
+@host_command_options
+@click.option(
+    "--service",
+    "services",
+    multiple=True,
+    type=click.Choice(list(SERVICES)),
+    help="Rotate only this service's certificates (repeatable) [default: every certificate].",
+)
+@click.option("--rotate-ca", is_flag=True, help="A new CA too, and every certificate signed again by it.")
+def rotate(
+    config_path,
+    strict,
+    output,
+    host_key_policy,
+    known_hosts,
+    concurrency,
+    log_file,
+    verbose,
+    services,
+    rotate_ca,
+) -> None:
+    """New keys and certificates, deployed and restarted by the rolling rules (as `rke cert rotate`)."""
+    with cluster_run("cert rotate", config_path, log_file, verbose):
+        desired = prepare(config_path, strict=strict, rotation=Rotation(tuple(services), rotate_ca))
+        bring_up(desired, output, options_from(host_key_policy, known_hosts, concurrency))
+
+
+@command.command("list")
+@host_command_options
+def list_(config_path, strict, output, host_key_policy, known_hosts, concurrency, log_file, verbose) -> None:
+    """Every certificate of the state, and what each kubelet serves: subject, names, expiry."""
+    with cluster_run("cert list", config_path, log_file, verbose):
+        desired = prepare(config_path, strict=strict)
+        if not desired.certificates_from_state:
+            raise UsageError(f"no cluster state beside {config_path}: run `rke-py up` first")
+        found = certificates(desired, options_from(host_key_policy, known_hosts, concurrency))
+        now = dt.datetime.now(dt.UTC)
+        if output == "json":
+            emit_json({"certificates": [e.to_dict(now) for e in found]})
+            return
+        table = Table(title="Certificates")
+        for column in ("name", "where", "subject", "names", "not after", "days left"):
+            table.add_column(column)
+        for e in found:
+            days = e.days_left(now)
+            left = f"[red]{days}[/red]" if days < WARN_DAYS else str(days)
+            table.add_row(e.name, e.where, e.subject, ", ".join(e.sans), f"{e.not_after:%Y-%m-%d}", left)
+        console().print(table)
