@@ -39,6 +39,7 @@ ROUND_TRIPS = {
     "write_file": 6,  # SFTP: stat the directory, remove a leftover, open, chmod, write and close, rename
     "https_get": 3,  # a direct-tcpip channel, the TLS handshake, the request
     "http_get": 2,
+    "served_certificate": 2,  # a direct-tcpip channel and the TLS handshake
     "docker": 1,  # a request on a kept-alive channel to the Docker socket
     "api": 3,  # a channel to the apiserver, the TLS handshake, the request
 }

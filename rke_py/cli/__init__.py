@@ -21,6 +21,7 @@ COMMANDS = {
     "remove": "rke_py.cli.cmd_remove",
     "etcd": "rke_py.cli.cmd_etcd",
     "cert": "rke_py.cli.cmd_cert",
+    "encrypt": "rke_py.cli.cmd_encrypt",
     "util": "rke_py.cli.cmd_util",
     "config": "rke_py.cli.cmd_config",
     "lab": "rke_py.cli.cmd_lab",

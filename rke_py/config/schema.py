@@ -370,8 +370,9 @@ class ClusterConfig:
     # Where each value came from: ("nodes", 0, "address") -> (line, col), 1-based. Filled by the loader.
     positions: dict[tuple[Any, ...], tuple[int, int]] = field(default_factory=dict, repr=False, compare=False)
     source: str = field(default="cluster.yml", repr=False, compare=False)
-    # The EncryptionConfiguration this run deploys (plan/encryption.py), from the state and the file.
-    encryption_provider: str = field(default="", repr=False, compare=False)
+    # The EncryptionConfiguration this run deploys (plan/encryption.py), from the state and the file;
+    # "" empties the file, None: no file.
+    encryption_provider: str | None = field(default=None, repr=False, compare=False)
 
     def hosts(self, role: str) -> list[Node]:
         """Nodes with `role`, in file order (RKE keeps file order everywhere)."""

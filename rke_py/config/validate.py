@@ -326,7 +326,15 @@ def _etcd_user(config: ClusterConfig, findings: Findings) -> None:
 
 
 def _rotation(config: ClusterConfig, findings: Findings) -> None:
-    """RKE's `rotate_certificates: {cacertificates, services}`: `up` rotates while it is there."""
+    """RKE's `rotate_certificates: {cacertificates, services}` and `rotate_encryption_key`: `up` rotates
+    while they are there."""
+    if config.rotate_encryption_key:
+        findings.warning(
+            ("rotate_encryption_key",),
+            "every `rke-py up` replaces the secrets encryption key while rotate_encryption_key is true "
+            "(as RKE's does)",
+            "remove it once rotated, or use `rke-py encrypt rotate-key` instead",
+        )
     given = config.rotate_certificates
     if given is None:
         return

@@ -45,13 +45,6 @@ ACI_DEFAULTS = {
     "aci_opflex_server_container": "",
 }
 IMAGE_VERSION = re.compile(r":v([0-9]+)\.([0-9]+)\.([0-9]+)")
-NOT_YET = (
-    (
-        "rotate_encryption_key",
-        "rotate_encryption_key is not carried out: rke-py does not rotate the encryption key yet",
-        "remove it; the key the state holds stays in use",
-    ),
-)
 
 
 def as_given(config: ClusterConfig, findings: Findings) -> None:
@@ -158,9 +151,6 @@ def _version_pinned(config: ClusterConfig, findings: Findings) -> None:
 
 
 def _actions(config: ClusterConfig, findings: Findings) -> None:
-    for key, message, hint in NOT_YET:
-        if getattr(config, key):
-            findings.warning((key,), message, hint)
     restore = config.restore or {}
     if restore.get("restore"):
         name = excerpt(str(restore.get("snapshot_name") or "NAME"))

@@ -37,6 +37,7 @@ class Desired:
     objects: list[dict[str, Any]] = field(default_factory=list)  # kept in the Kubernetes API, in order
     addons: list[Addon] = field(default_factory=list)  # applied once the nodes are there, in order
     rewrite_secrets: bool = False  # the apiservers get an encryption config the cluster did not run with
+    encryption_staged: bool = False  # that config is the first of two stages: up runs again for the second
 
     @property
     def new_ca(self) -> bool:
@@ -68,24 +69,27 @@ def prepare(
     strict: bool = False,
     registry: tuple[Component, ...] = REGISTRY,
     rotation: Rotation | None = None,
+    rotate_key: bool = False,
     changing: bool = False,
 ) -> Desired:
     """Load cluster.yml and the state, build, reuse or rotate certificates, and plan every node. Pure of
-    hosts. `rotation` re-issues certificates of a cluster; so does cluster.yml's rotate_certificates in a
-    command `changing` the cluster (up, plan), not in one that only reads it."""
+    hosts. `rotation` re-issues certificates of a cluster, `rotate_key` replaces the encryption key; so do
+    cluster.yml's rotate_certificates and rotate_encryption_key in a command `changing` the cluster (up,
+    plan), not in one that only reads it."""
     config_path = Path(config_path)
     loaded = config_pkg.load(config_path, strict=strict)
     state = read_state(state_path_for(config_path)) or ClusterState()
     running = str(state.current.rke_config.get("kubernetesVersion") or "")
     encrypting = state.current.encryption_config
+    rotate_key = rotate_key or (changing and loaded.config.rotate_encryption_key and bool(encrypting))
     problems = [
         *version_problems(loaded.config, running, str(config_path)),
-        *encryption.problems(loaded.config, encrypting, str(config_path)),
+        *(encryption.rotation_problems(loaded.config, encrypting, str(config_path)) if rotate_key else []),
     ]
     if problems:
         raise ConfigError(problems)
     loaded.config.encryption_provider = encryption.desired_file(
-        loaded.config, state.desired.encryption_config or encrypting
+        loaded.config, state.desired.encryption_config or encrypting, encrypting, rotate=rotate_key
     )
     previous = state.desired.certificates or state.current.certificates
     if rotation is not None and not previous:
@@ -114,5 +118,6 @@ def prepare(
         registry=registry,
         objects=rbac_objects(loaded.config),
         addons=build_addons(loaded.config, config_path.parent),
-        rewrite_secrets=loaded.config.encryption_provider not in ("", encrypting),
+        rewrite_secrets=encryption.rewrites(loaded.config.encryption_provider or "", encrypting),
+        encryption_staged=encryption.staged(loaded.config, loaded.config.encryption_provider or ""),
     )

@@ -13,7 +13,7 @@ from rke_py.state import State, kubeconfig_path_for, rke_config_json, state_path
 def save_state(desired: Desired, *, current: bool) -> Path:
     """The desired state always; the current state too once the hosts match it."""
     state = desired.state
-    encryption = desired.config.encryption_provider
+    encryption = desired.config.encryption_provider or ""
     state.desired = State(rke_config_json(desired.config), dict(desired.bundle), encryption)
     if current:
         state.current = State(state.desired.rke_config, dict(desired.bundle), encryption)

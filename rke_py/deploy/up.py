@@ -6,6 +6,7 @@ worker plane → hosts that left → state (file, then the cluster) → node lab
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import time
@@ -17,7 +18,7 @@ from rke_py.config.schema import ClusterConfig, Node
 from rke_py.deploy import actions as a
 from rke_py.deploy import clusterstate, rolling
 from rke_py.deploy.apply import Applier, Target
-from rke_py.deploy.desired import Desired
+from rke_py.deploy.desired import Desired, prepare
 from rke_py.deploy.nodesync import node_actions
 from rke_py.deploy.objects import object_actions
 from rke_py.deploy.parallel import combined, for_all
@@ -576,11 +577,27 @@ def up(
     connector: Connector | None = None,
 ) -> UpResult:
     """Bring every host and the cluster objects to the plan, phase by phase; save state and kubeconfig;
-    verify."""
+    verify. An encryption change made in two stages (a new key, or encryption turned off) runs twice, the
+    second time from the state the first one saved."""
     now = dt.datetime.now(dt.UTC)
     expired, soon = expiry.ending(expiry.of_bundle(desired.bundle), now)
     for ending in (*expired, *soon):
         log.warning(expiry.warning(ending, now, desired.config.services.kubelet.generate_serving_certificate))
+    if not desired.encryption_staged:
+        return _apply(desired, options, on_phase, connector)
+    first = _apply(desired, dataclasses.replace(options, verify=False), on_phase, connector)
+    log.info("every Secret is written under the new encryption config: a second run takes the old one out")
+    second = _apply(prepare(desired.config_path, registry=desired.registry), options, on_phase, connector)
+    for address, actions in second.host_actions.items():
+        first.host_actions.setdefault(address, []).extend(actions)
+    return UpResult(
+        first.host_actions, first.cluster_actions + second.cluster_actions, second.report, second.skipped
+    )
+
+
+def _apply(
+    desired: Desired, options: Options, on_phase: Callable[[Phase], None], connector: Connector | None
+) -> UpResult:
     run, session = _run(desired, options, connector)
     with session:
         run_phases(up_phases(run), on_phase=on_phase)

@@ -64,35 +64,94 @@ def aescbc_keys(text: str) -> list[tuple[str, str]]:
         return []
 
 
-def desired_file(config: ClusterConfig, previous: str) -> str:
-    """The file this run deploys: none when off, custom_config as given, else the state's aescbc file
-    (RKE's or rke-py's, taken as it is) or one with a new key."""
+def first_provider(text: str) -> Any:
+    """The provider that writes (the first of the first resource), None without a file."""
+    try:
+        return (YAML(typ="safe").load(text) or {})["resources"][0]["providers"][0]
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return None
+
+
+def decrypting(text: str) -> str:
+    """`text` with identity first: Secrets are written in clear and what is encrypted still reads."""
+    document = YAML(typ="safe").load(text)
+    for resource in document["resources"]:
+        providers = [p for p in resource["providers"] if "identity" not in p]
+        resource["providers"] = [{"identity": {}}, *providers]
+    return HEADER + to_yaml({"resources": document["resources"]}).decode()
+
+
+def desired_file(config: ClusterConfig, previous: str, running: str, *, rotate: bool = False) -> str | None:
+    """The file this run deploys. `previous` is the last one planned (a killed run's is finished first),
+    `running` the one the cluster runs with every Secret written under it.
+
+    Changes that would leave a Secret unreadable go in two stages, each a run of `up`, every Secret written
+    anew in between (RKE's way): a new key is added first and the old ones dropped once every Secret uses
+    it (`rotate`); encryption is turned off by putting identity first, then emptying the file. Otherwise:
+    custom_config as given, the state's aescbc file (RKE's or rke-py's, taken as it is), or a new key.
+    None: no file; "": the file emptied, as RKE leaves it once encryption is off (no key stays on disk)."""
     if not enabled(config):
-        return ""
+        if not previous:
+            return None
+        if first_provider(previous) == {"identity": {}}:
+            return "" if previous == running else previous
+        return decrypting(previous)
     custom = settings(config).get("custom_config")
     if custom:
         return custom_file(custom)
-    if aescbc_keys(previous):
-        return previous
-    return key_file([new_key()])
+    keys = aescbc_keys(previous)
+    if not keys:
+        return key_file([new_key()])
+    if rotate:
+        return key_file([new_key(), *aescbc_keys(running)])
+    if previous == running and len(keys) > 1:
+        return key_file(keys[:1])
+    return previous
 
 
-def problems(config: ClusterConfig, running: str, source: str) -> list[Problem]:
-    """Turning encryption off on a cluster that encrypts would leave Secrets no apiserver reads."""
-    if enabled(config) or not running:
-        return []
+def writer(text: str) -> Any:
+    """What writes Secrets under `text`: the first provider, and of its keys only the first (the others
+    only read)."""
+    provider = first_provider(text)
+    if isinstance(provider, dict) and len(provider) == 1:
+        kind, body = next(iter(provider.items()))
+        keys = body.get("keys") if isinstance(body, dict) else None
+        if isinstance(keys, list) and keys:
+            return kind, keys[0]
+    return provider
+
+
+def rewrites(new: str, running: str) -> bool:
+    """Whether the Secrets must be written anew: what writes them changes."""
+    return bool(new) and writer(new) != writer(running)
+
+
+def staged(config: ClusterConfig, new: str) -> bool:
+    """Whether `new` is the first of two stages: once it runs, the next run changes the file again."""
+    return bool(new) and desired_file(config, new, new) not in (new, None)
+
+
+def rotation_problems(config: ClusterConfig, running: str, source: str) -> list[Problem]:
+    """What a key rotation needs: rke-py's own aescbc key, running."""
     findings = Findings(source, config.positions)
-    findings.error(
-        ("services", "kube-api", "secrets_encryption_config"),
-        "the cluster encrypts its Secrets (the state holds its encryption config): rke-py cannot turn "
-        "secrets encryption off yet",
-        "keep secrets_encryption_config: {enabled: true}",
-    )
+    where = ("services", "kube-api", "secrets_encryption_config")
+    if not enabled(config) or not aescbc_keys(running):
+        findings.error(
+            where,
+            "the cluster does not encrypt its Secrets with an aescbc key: there is no key to rotate",
+            "set secrets_encryption_config: {enabled: true} and run `rke-py up` first",
+        )
+    elif settings(config).get("custom_config"):
+        findings.error(
+            (*where, "custom_config"),
+            "the keys of a custom_config are the ones cluster.yml gives: rke-py does not rotate them",
+            "put a new key first in custom_config, run `rke-py up`, then remove the old one",
+        )
     return findings.errors
 
 
 def files(config: ClusterConfig) -> list[FileSpec]:
-    if not config.encryption_provider:
+    if config.encryption_provider is None:
         return []
     return [FileSpec(host_path(config, PATH), config.encryption_provider.encode(), 0o600, secret=True)]
 

