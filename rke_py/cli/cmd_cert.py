@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 import click
 from rich.table import Table
 
 from rke_py.cli.cmd_up import bring_up
-from rke_py.cli.options import host_command_options
+from rke_py.cli.options import cert_dir_for, cert_dir_option, config_option, host_command_options
 from rke_py.cli.output import console, emit_json
 from rke_py.cli.run import cluster_run, options_from
+from rke_py.config import load
 from rke_py.deploy.desired import Rotation, prepare
 from rke_py.deploy.status import certificates
 from rke_py.errors import UsageError
 from rke_py.pki.bundle import SERVICES
+from rke_py.pki.custom import generate_csrs
 from rke_py.pki.expiry import WARN_DAYS
 
 
@@ -72,3 +75,15 @@ def list_(config_path, strict, output, host_key_policy, known_hosts, concurrency
             left = f"[red]{days}[/red]" if days < WARN_DAYS else str(days)
             table.add_row(e.name, e.where, e.subject, ", ".join(e.sans), f"{e.not_after:%Y-%m-%d}", left)
         console().print(table)
+
+
+@command.command("generate-csr")
+@config_option
+@cert_dir_option
+def generate_csr(config_path, cert_dir) -> None:
+    """A key and a certificate request for every certificate the cluster needs, to have them signed by
+    your CA for `up --custom-certs` (existing keys are kept)."""
+    config = load(Path(config_path)).config
+    directory = cert_dir_for(config_path, cert_dir)
+    for path in generate_csrs(directory, config):
+        click.echo(path)

@@ -6,7 +6,7 @@ import time
 
 import click
 
-from rke_py.cli.options import host_command_options
+from rke_py.cli.options import cert_dir_for, cert_dir_option, host_command_options
 from rke_py.cli.output import console, emit_json, phase_progress, print_warnings
 from rke_py.cli.render import changes_doc, print_actions, print_report
 from rke_py.cli.run import cluster_run, options_from
@@ -21,12 +21,29 @@ from rke_py.verify.checks import require_ok
 @click.command("up")
 @host_command_options
 @click.option("--no-verify", is_flag=True, help="Skip the checks at the end (status can run them later).")
+@click.option(
+    "--custom-certs",
+    is_flag=True,
+    help="Use your own certificates from --cert-dir (RKE's layout), each checked before any host is touched.",
+)
+@cert_dir_option
 def command(
-    config_path, strict, output, host_key_policy, known_hosts, concurrency, log_file, verbose, no_verify
+    config_path,
+    strict,
+    output,
+    host_key_policy,
+    known_hosts,
+    concurrency,
+    log_file,
+    verbose,
+    no_verify,
+    custom_certs,
+    cert_dir,
 ) -> None:
     """Create or update the cluster described by cluster.yml."""
     with cluster_run("up", config_path, log_file, verbose):
-        desired = prepare(config_path, strict=strict, changing=True)
+        given = cert_dir_for(config_path, cert_dir) if custom_certs else None
+        desired = prepare(config_path, strict=strict, changing=True, custom_certs=given)
         options = options_from(host_key_policy, known_hosts, concurrency, verify=not no_verify)
         bring_up(desired, output, options)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 config_option = click.option(
@@ -51,6 +53,20 @@ log_file_option = click.option(
     help="Debug log of the run [default: <config name>.rke-py.log beside cluster.yml].",
 )
 verbose_option = click.option("--verbose", "-v", is_flag=True, help="Show debug messages on stderr.")
+
+
+cert_dir_option = click.option(
+    "--cert-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Directory of custom certificates [default: <config name>_certs beside cluster.yml].",
+)
+
+
+def cert_dir_for(config_path: str, cert_dir: str | None) -> Path:
+    """--cert-dir, or RKE's default: `<cluster file name>_certs` beside it (cluster_certs/)."""
+    path = Path(config_path)
+    return Path(cert_dir) if cert_dir else path.parent / f"{path.stem}_certs"
 
 
 def host_command_options(fn):

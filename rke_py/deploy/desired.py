@@ -13,6 +13,7 @@ from rke_py.config.schema import ClusterConfig, Node
 from rke_py.config.upgrade import version_problems
 from rke_py.deploy.reconcile import joining_etcd_nodes, removed_nodes
 from rke_py.errors import ConfigError, Problem, UsageError
+from rke_py.pki import custom
 from rke_py.pki.bundle import CA, Bundle, build_bundle, rotate
 from rke_py.plan import build_plan, encryption
 from rke_py.plan.components import REGISTRY, Component
@@ -71,11 +72,13 @@ def prepare(
     rotation: Rotation | None = None,
     rotate_key: bool = False,
     changing: bool = False,
+    custom_certs: Path | None = None,
 ) -> Desired:
     """Load cluster.yml and the state, build, reuse or rotate certificates, and plan every node. Pure of
     hosts. `rotation` re-issues certificates of a cluster, `rotate_key` replaces the encryption key; so do
     cluster.yml's rotate_certificates and rotate_encryption_key in a command `changing` the cluster (up,
-    plan), not in one that only reads it."""
+    plan), not in one that only reads it. `custom_certs`: the directory of the user's own certificates,
+    used as they are once every one is checked."""
     config_path = Path(config_path)
     loaded = config_pkg.load(config_path, strict=strict)
     state = read_state(state_path_for(config_path)) or ClusterState()
@@ -96,7 +99,9 @@ def prepare(
         raise UsageError(f"no cluster state beside {config_path}: there are no certificates to rotate yet")
     if rotation is None and changing and previous:
         rotation = Rotation.from_config(loaded.config)
-    if rotation is None:
+    if custom_certs is not None:
+        bundle = custom.read(custom_certs, loaded.config)
+    elif rotation is None:
         bundle = build_bundle(loaded.config, previous or None)
     else:
         bundle = rotate(loaded.config, previous, rotation.services, ca=rotation.ca)

@@ -76,13 +76,15 @@ def schedule(
     registered: dict[str, dict[str, Any]] | None,
     proxies: Sequence[Node] = (),
     unreachable: int = 0,
+    together: bool = False,
 ) -> list[Batch]:
     """The batches of `plane`, in order: new containers only first (together), then the rolling batches,
     controlplane hosts before the others. `proxies`: nodes whose running nginx-proxy is kept.
 
     As RKE, workers that are NotReady already are changed first, all together (they serve nothing now), and
     count against max_unavailable_worker with the `unreachable` ones: the other batches are that much
-    smaller (at least 1)."""
+    smaller (at least 1). `together`: every host at once, as NotReady ones (a new CA: no worker the new
+    apiservers do not know yet serves anything, and its pods are evicted if it stays so for 5 minutes)."""
     changing = [n for n in nodes if any(x.phase == plane for x in host_actions.get(n.address, []))]
     new_only = {
         n.address
@@ -91,6 +93,9 @@ def schedule(
     }
     fresh = [n for n in changing if n.address in new_only]
     rolling = [n for n in changing if n.address not in new_only]
+    batches = [Batch(fresh, rolling=False)] if fresh else []
+    if together and rolling:
+        return [*batches, Batch(rolling, rolling=True, not_ready=True)]
     strategy = config.upgrade_strategy
     control = [n for n in rolling if n.has("controlplane")]
     down = set(not_ready(config, nodes, registered))
@@ -98,7 +103,6 @@ def schedule(
     size_cp = max_unavailable(strategy.max_unavailable_controlplane, len(config.hosts("controlplane")))
     size_w = worker_allowance(config)
     size_w = max(1, size_w - unreachable - len(down))
-    batches = [Batch(fresh, rolling=False)] if fresh else []
     batches += [Batch(control[i : i + size_cp], rolling=True) for i in range(0, len(control), size_cp)]
     stale = [n for n in rolling if n.address in down]
     if stale:

@@ -138,7 +138,14 @@ class Connect(Phase):
         for plane in PLANES[1:]:
             nodes = [n for n in r.reachable if r.desired.plan.node(n.address).in_plane(plane)]
             r.batches[plane] = rolling.schedule(
-                r.config, plane, nodes, r.host_actions, registered, proxies, len(r.session.unreachable)
+                r.config,
+                plane,
+                nodes,
+                r.host_actions,
+                registered,
+                proxies,
+                len(r.session.unreachable),
+                together=plane == "worker" and r.desired.new_ca,
             )
             rolling.labelled(r.batches[plane], r.host_actions, plane)
             for batch in r.batches[plane]:

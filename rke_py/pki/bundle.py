@@ -140,7 +140,7 @@ def etcd_sans(config: ClusterConfig) -> tuple[list[str], list[IPAddress]]:
     return names.dns, names.ips
 
 
-def _host_sans(node: Node) -> tuple[list[str], list[IPAddress]]:
+def host_sans(node: Node) -> tuple[list[str], list[IPAddress]]:
     names = _Names()
     names.add_host(node)
     return names.dns, names.ips
@@ -180,7 +180,7 @@ def _check_ca(pair: CertKeyPair) -> None:
         is_ca = False
     if not is_ca:
         raise CertificateError(f"{pair.name} in the state is not a CA certificate")
-    if not pair.key_matches():
+    if pair.key_pem and not pair.key_matches():  # custom certificates may come without the CA's key
         raise CertificateError(f"{pair.name} in the state: its private key does not belong to it")
 
 
@@ -236,7 +236,7 @@ def build_bundle(config: ClusterConfig, previous: Bundle | None = None) -> Bundl
     _drop_unused(bundle, lambda n: n.startswith(KUBELET_PREFIX + "-"), wanted)
     for node in kubelet_hosts:
         name = cert_name_for_host(node, KUBELET_PREFIX)
-        _ensure_server(bundle, name, ca, name, _host_sans(node))
+        _ensure_server(bundle, name, ca, name, host_sans(node))
     return bundle
 
 

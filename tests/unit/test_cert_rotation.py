@@ -19,7 +19,7 @@ from rke_py.pki.bundle import CA, KUBE_ADMIN, REQUESTHEADER_CA, SERVICE_ACCOUNT,
 from rke_py.pki.certs import CertKeyPair
 from rke_py.state import read_state
 from tests.unit.fakehost import FakeConnector
-from tests.unit.test_deploy_fake import THREE_NODES, Cluster
+from tests.unit.test_deploy_fake import FIVE_NODES, OPTIONS, THREE_NODES, Cluster
 
 
 def config() -> ClusterConfig:
@@ -188,3 +188,25 @@ def test_a_killed_rotation_finishes_on_the_next_up(tmp_path):
     assert state is not None
     assert state.current.certificates["kube-node"] == rotated["kube-node"]
     assert cluster.up().changed == 0
+
+
+def test_with_a_new_ca_the_workers_change_together_and_are_not_cordoned(tmp_path):
+    """A worker the new apiservers do not know yet serves nothing (and loses its pods after 5 minutes):
+    rolling them one at a time would only keep the others down longer."""
+    cluster = Cluster(tmp_path, FIVE_NODES)
+    cluster.up()
+    same_ca = up(
+        prepare(cluster.path, registry=cluster.registry, rotation=Rotation()),
+        OPTIONS,
+        connector=FakeConnector(cluster.world),
+    )
+    assert "cordon" in [x.kind for x in same_ca.cluster_actions]
+    new_ca = up(
+        prepare(cluster.path, registry=cluster.registry, rotation=Rotation(ca=True)),
+        OPTIONS,
+        connector=FakeConnector(cluster.world),
+    )
+    assert "cordon" not in [x.kind for x in new_ca.cluster_actions]
+    for address in ("10.0.0.4", "10.0.0.5"):
+        kubelet = next(x for x in new_ca.host_actions[address] if x.target == "kubelet")
+        assert kubelet.reason.endswith("batch 1 of 1"), kubelet.reason
