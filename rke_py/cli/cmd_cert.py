@@ -1,4 +1,5 @@
-"""`rke-py cert rotate | list`: RKE's certificate rotation, and when each certificate expires."""
+"""`rke-py cert rotate | list | generate-csr`: RKE's certificate rotation, when each certificate expires, and
+requests for certificates your own CA signs."""
 
 from __future__ import annotations
 

@@ -80,28 +80,22 @@ def test_second_up_changes_nothing(lab):
     assert all_containers(lab) == before
 
 
-@pytest.mark.real_kubernetes
-def test_a_pod_runs_its_logs_and_exec_work_and_its_service_answers_from_another_node(lab):
+def run_pod(lab, name: str, script: str) -> None:
+    """A pod running `script` in the lab's rke-tools image on the first worker, Ready."""
     image = f"{lab.registry}/{lab.images['rke-tools']}"
     overrides = json.dumps({"spec": {"nodeName": lab.hosts[WORKERS[0]].name}})
+    command = ("--command", "--", "sh", "-c", script)
+    kubectl(lab, "run", name, f"--image={image}", "--restart=Never", f"--overrides={overrides}", *command)
+    kubectl(lab, "wait", "--for=condition=Ready", f"pod/{name}", "--timeout=50s")
+
+
+@pytest.mark.real_kubernetes
+def test_a_pod_runs_its_logs_and_exec_work_and_its_service_answers_from_another_node(lab):
     serve = (
         "mkdir -p /www && echo hello-from-web > /www/index.html && echo serving && httpd -f -p 8080 -h /www"
     )
-    kubectl(
-        lab,
-        "run",
-        "web",
-        f"--image={image}",
-        "--restart=Never",
-        f"--overrides={overrides}",
-        "--command",
-        "--",
-        "sh",
-        "-c",
-        serve,
-    )
+    run_pod(lab, "web", serve)
     kubectl(lab, "expose", "pod", "web", "--port=80", "--target-port=8080")
-    kubectl(lab, "wait", "--for=condition=Ready", "pod/web", "--timeout=50s")
     assert kubectl(lab, "logs", "web").strip() == "serving"
     assert kubectl(lab, "exec", "web", "--", "cat", "/www/index.html").strip() == "hello-from-web"
     cluster_ip = kubectl(lab, "get", "svc", "web", "-o", "jsonpath={.spec.clusterIP}")
@@ -406,23 +400,7 @@ def ready_nodes(lab, config: Path | None = None) -> list[str]:
 def test_a_token_and_a_pod_from_before_the_certificates_rotate(lab):
     lab.token = kubectl(lab, "-n", "kube-system", "create", "token", "default", "--duration=2h").strip()
     assert token_answers(lab)
-    image = f"{lab.registry}/{lab.images['rke-tools']}"
-    overrides = json.dumps({"spec": {"nodeName": lab.hosts[WORKERS[0]].name}})
-    script = "echo witness > /tmp/w && echo started && sleep 3600"
-    kubectl(
-        lab,
-        "run",
-        "witness",
-        f"--image={image}",
-        "--restart=Never",
-        f"--overrides={overrides}",
-        "--command",
-        "--",
-        "sh",
-        "-c",
-        script,
-    )
-    kubectl(lab, "wait", "--for=condition=Ready", "pod/witness", "--timeout=50s")
+    run_pod(lab, "witness", "echo witness > /tmp/w && echo started && sleep 3600")
 
 
 def token_answers(lab) -> bool:
