@@ -193,7 +193,7 @@ def _dial_stdio(
         command = f"DOCKER_HOST={shlex.quote('unix://' + socket_path)} docker system dial-stdio"
 
         def open_channel() -> paramiko.Channel:
-            chan = conn.live().open_session(timeout=timeout)
+            chan = conn.opened(lambda t: t.open_session(timeout=timeout))
             chan.exec_command(command)
             return chan
 

@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import paramiko
 
@@ -29,6 +30,7 @@ from rke_py.hosts.hostkeys import HostKeyPolicy, HostKeyRejected, HostKeyStore
 from rke_py.hosts.keys import KeyLoader, KeyProblem, expand_home
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 _default_keys = KeyLoader()
 
@@ -144,8 +146,10 @@ def _open_socket(target: SSHTarget, bastion: Connection | None, timeout: float):
     where = f"{target.address}:{target.port}"
     if bastion is not None:
         try:
-            return bastion.live().open_channel(
-                "direct-tcpip", (target.address, target.port), ("127.0.0.1", 0), timeout=timeout
+            return bastion.opened(
+                lambda t: t.open_channel(
+                    "direct-tcpip", (target.address, target.port), ("127.0.0.1", 0), timeout=timeout
+                )
             )
         except paramiko.ChannelException as e:
             raise _fail(
@@ -343,6 +347,20 @@ class Connection:
                 self.transport = self._redial()
         return self.transport
 
+    def opened(self, open_on: Callable[[paramiko.Transport], T]) -> T:
+        """`open_on(transport)` (a channel, SFTP), tried once more on a new connection when this one turns
+        out lost in the attempt: hosts behind a lost bastion notice only as they use their connection."""
+        transport = self.live()
+        try:
+            return open_on(transport)
+        except paramiko.ChannelException:
+            raise  # the server refused this channel; the connection is fine
+        except (paramiko.SSHException, EOFError, OSError) as e:
+            if transport.is_active() and isinstance(e, paramiko.SSHException):
+                raise  # e.g. a timeout on a connection that still answers
+            transport.close()
+            return open_on(self.live())
+
     # commands
 
     def run(self, cmd: str, *, input: bytes | None = None, timeout: float = 60) -> Completed:
@@ -370,8 +388,8 @@ class Connection:
 
     def _session(self, timeout: float) -> paramiko.Channel:
         try:
-            return self.live().open_session(timeout=timeout)
-        except (paramiko.SSHException, EOFError) as e:
+            return self.opened(lambda t: t.open_session(timeout=timeout))
+        except (paramiko.SSHException, EOFError, OSError) as e:
             raise self._error("exec", f"cannot open an SSH session: {e or 'connection lost'}") from None
 
     def _error(self, step: str, message: str) -> ConnectError:
@@ -382,8 +400,8 @@ class Connection:
     def _sftp_client(self) -> paramiko.SFTPClient:
         if self._sftp is None or self._sftp.sock.closed:  # none yet, or it went with a lost connection
             try:
-                self._sftp = self.live().open_sftp_client()
-            except (paramiko.SSHException, EOFError) as e:
+                self._sftp = self.opened(lambda t: t.open_sftp_client())
+            except (paramiko.SSHException, EOFError, OSError) as e:
                 raise self._error(
                     "sftp", f"cannot start SFTP ({e}); is the sftp subsystem enabled?"
                 ) from None
@@ -449,19 +467,21 @@ class Connection:
     def open_tcp(self, host: str, port: int, *, timeout: float = 10) -> paramiko.Channel:
         """A TCP connection made by the node to host:port (so "localhost" is the node itself)."""
         try:
-            return self.live().open_channel("direct-tcpip", (host, port), ("127.0.0.1", 0), timeout=timeout)
+            return self.opened(
+                lambda t: t.open_channel("direct-tcpip", (host, port), ("127.0.0.1", 0), timeout=timeout)
+            )
         except paramiko.ChannelException as e:
             raise self._error(
                 "tunnel",
                 f"Unable to access the service on {host}:{port}. The service might be still starting up. "
                 f"({e.text})",
             ) from None
-        except (paramiko.SSHException, EOFError) as e:
+        except (paramiko.SSHException, EOFError, OSError) as e:
             raise self._error("tunnel", f"cannot open a tunnel to {host}:{port}: {e}") from None
 
     def open_unix(self, path: str, *, timeout: float = 10) -> paramiko.Channel:
         """A connection made by the node to its Unix socket `path` (raises paramiko.ChannelException)."""
-        return channels.open_streamlocal(self.live(), path, timeout=timeout)
+        return self.opened(lambda t: channels.open_streamlocal(t, path, timeout=timeout))
 
     def https_get(
         self,

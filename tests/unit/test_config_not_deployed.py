@@ -1,4 +1,5 @@
-"""Settings rke-py accepts but does not act on yet are named, so nobody believes they took effect."""
+"""Settings rke-py accepts but does not act on are named, and so are those that act on every run, so
+nobody is surprised by either."""
 
 import pytest
 
@@ -17,11 +18,12 @@ def test_a_plain_file_gets_no_such_warning():
     assert load_text(BASE).warnings == []
 
 
-def test_rotate_encryption_key_is_named_with_its_line():
+def test_rotate_encryption_key_says_at_its_line_that_every_up_rotates():
     warnings = [str(w) for w in load_text(BASE + "rotate_encryption_key: true\n").warnings]
     assert warnings == [
-        "cluster.yml:5:1: warning: rotate_encryption_key is not carried out: rke-py does not rotate the "
-        "encryption key yet — remove it; the key the state holds stays in use",
+        "cluster.yml:5:1: warning: every `rke-py up` replaces the secrets encryption key while "
+        "rotate_encryption_key is true (as RKE's does) — remove it once rotated, or use "
+        "`rke-py encrypt rotate-key` instead",
     ]
 
 
@@ -44,4 +46,4 @@ def test_add_on_keys_rke_py_does_not_use_are_named_with_their_lines():
 def test_strict_turns_them_into_errors():
     with pytest.raises(ConfigError) as err:
         load_text(BASE + "rotate_encryption_key: true\n", strict=True)
-    assert "rotate_encryption_key is not carried out" in str(err.value)
+    assert "cluster.yml:5:1: every `rke-py up` replaces the secrets encryption key" in str(err.value)

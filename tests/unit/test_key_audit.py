@@ -489,7 +489,7 @@ def rolling_batches(config: ClusterConfig) -> list[Any]:
 def outcome(text: str) -> dict[str, Any]:
     config = load_text(text).config
     # as `prepare` sets it, with the key a running cluster's state would hold
-    config.encryption_provider = encryption.desired_file(config, STATE_KEY)
+    config.encryption_provider = encryption.desired_file(config, STATE_KEY, STATE_KEY)
     bundle = build_bundle(config, copy.deepcopy(base_bundle()))
     plan = build_plan(config, bundle)
     old_docker = HostFacts(address="", docker_version="19.03.0")
