@@ -83,8 +83,8 @@ def schedule(
 
     As RKE, workers that are NotReady already are changed first, all together (they serve nothing now), and
     count against max_unavailable_worker with the `unreachable` ones: the other batches are that much
-    smaller (at least 1). `together`: every host at once, as NotReady ones (a new CA: no worker the new
-    apiservers do not know yet serves anything, and its pods are evicted if it stays so for 5 minutes)."""
+    smaller (at least 1). `together`: every host at once, as NotReady ones (a new CA: a worker the new
+    apiservers do not know yet serves nothing, so batches would only keep the others NotReady longer)."""
     changing = [n for n in nodes if any(x.phase == plane for x in host_actions.get(n.address, []))]
     new_only = {
         n.address

@@ -329,7 +329,7 @@ class Connection:
                 self._sftp = None
         self.transport.close()
 
-    def live(self) -> paramiko.Transport:
+    def _live(self) -> paramiko.Transport:
         """The transport, dialled again if the connection was lost (a reset, a restarted sshd, a dropped
         bastion): one lost connection should cost a login, not the run. What was in flight on the old one
         fails as it did; a host that loses it again and again fails the run, naming the reason."""
@@ -350,7 +350,7 @@ class Connection:
     def opened(self, open_on: Callable[[paramiko.Transport], T]) -> T:
         """`open_on(transport)` (a channel, SFTP), tried once more on a new connection when this one turns
         out lost in the attempt: hosts behind a lost bastion notice only as they use their connection."""
-        transport = self.live()
+        transport = self._live()
         try:
             return open_on(transport)
         except paramiko.ChannelException:
@@ -359,7 +359,7 @@ class Connection:
             if transport.is_active() and isinstance(e, paramiko.SSHException):
                 raise  # e.g. a timeout on a connection that still answers
             transport.close()
-            return open_on(self.live())
+            return open_on(self._live())
 
     # commands
 

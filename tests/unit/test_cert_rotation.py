@@ -210,3 +210,16 @@ def test_with_a_new_ca_the_workers_change_together_and_are_not_cordoned(tmp_path
     for address in ("10.0.0.4", "10.0.0.5"):
         kubelet = next(x for x in new_ca.host_actions[address] if x.target == "kubelet")
         assert kubelet.reason.endswith("batch 1 of 1"), kubelet.reason
+
+
+def test_rotate_certificates_in_cluster_yml_rotates_in_up_and_plan_but_not_in_status(tmp_path):
+    cluster = Cluster(tmp_path)
+    cluster.up()
+    before = read_state(tmp_path / "cluster.rkestate")
+    assert before is not None
+    cluster.write(THREE_NODES + "    rotate_certificates: {services: [kube-proxy]}\n")
+    reading = prepare(cluster.path, registry=cluster.registry)  # status, cert list: nothing rotates
+    assert reading.bundle["kube-proxy"] == before.current.certificates["kube-proxy"]
+    changing = prepare(cluster.path, registry=cluster.registry, changing=True)  # up, plan
+    rotated = {n for n, p in changing.bundle.items() if p != before.current.certificates[n]}
+    assert rotated == {"kube-proxy"}

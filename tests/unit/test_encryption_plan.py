@@ -250,3 +250,13 @@ def test_one_up_runs_both_stages_of_a_key_rotation(tmp_path: Path):
     for address in ("10.0.0.1", "10.0.0.2", "10.0.0.3"):
         assert cluster.host(address).files[encryption.PATH] == (written, 0o600)
     assert cluster.up().changed == 0
+
+
+def test_rotate_encryption_key_in_cluster_yml_rotates_in_up_only_once_the_cluster_encrypts(tmp_path: Path):
+    text = ON + "rotate_encryption_key: true\n"
+    first = prepare(cluster(tmp_path, text), changing=True).config.encryption_provider or ""
+    assert len(encryption.aescbc_keys(first)) == 1  # a first key: nothing to rotate yet
+    path = cluster(tmp_path, text, RKE_FILE)
+    assert prepare(path).config.encryption_provider == RKE_FILE
+    keys = encryption.aescbc_keys(prepare(path, changing=True).config.encryption_provider)
+    assert keys[1:] == encryption.aescbc_keys(RKE_FILE) and len(keys) == 2
