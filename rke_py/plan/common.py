@@ -41,10 +41,17 @@ def host_path(config: ClusterConfig, path: str) -> str:
     return posixpath.join("/", config.prefix_path or "/", path.lstrip("/"))
 
 
-def render_flags(flags: Mapping[str, str], service: BaseService) -> tuple[str, ...]:
+Flags = Mapping[str, "str | tuple[str, ...]"]  # a tuple: the flag given once per value, in that order
+
+
+def render_flags(flags: Flags, service: BaseService) -> tuple[str, ...]:
     """`--k=v` for the merged flags (sorted), then one `--k=v` per `extra_args_array` value."""
-    merged = {**flags, **service.extra_args}
-    rendered = [f"--{key}={merged[key]}" for key in sorted(merged)]
+    merged: dict[str, str | tuple[str, ...]] = {**flags, **service.extra_args}
+    rendered = [
+        f"--{key}={value}"
+        for key in sorted(merged)
+        for value in ((merged[key],) if isinstance(merged[key], str) else merged[key])
+    ]
     for key in sorted(service.extra_args_array):
         rendered.extend(f"--{key}={value}" for value in service.extra_args_array[key])
     return tuple(rendered)
@@ -85,7 +92,7 @@ def etcd_servers(config: ClusterConfig, node: Node) -> str:
     return ",".join(f"https://{hostport(ip, 2379)}" for ip in ordered)
 
 
-def k8s_entrypoint(binary: str, flags: Mapping[str, str], service: BaseService) -> tuple[str, ...]:
+def k8s_entrypoint(binary: str, flags: Flags, service: BaseService) -> tuple[str, ...]:
     """The rke-tools entrypoint (shared from the sidekick) running `binary` with its flags."""
     return (ENTRYPOINT, binary, *render_flags(flags, service))
 

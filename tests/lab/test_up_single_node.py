@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import ssl
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
+from ruamel.yaml import YAML
 
 from tests.lab.e2e import (
     cluster_args,
@@ -59,6 +67,56 @@ def test_up_builds_a_cluster_that_verifies_and_kubectl_can_use(lab):
     state = Path(lab.cluster_yml).with_suffix(".rkestate")
     assert state.stat().st_mode & 0o777 == 0o600
     assert "PRIVATE KEY" not in run.stderr and "PRIVATE KEY" not in run.stdout
+
+
+def _token(key_pem: str, claims: dict) -> str:
+    """A service-account token as the apiserver signs one (RS256 JWT)."""
+    key = serialization.load_pem_private_key(key_pem.encode(), password=None)
+    assert isinstance(key, rsa.RSAPrivateKey)
+
+    def b64(data: bytes) -> str:
+        return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+    body = b64(json.dumps({"alg": "RS256", "typ": "JWT"}).encode()) + "." + b64(json.dumps(claims).encode())
+    return body + "." + b64(key.sign(body.encode(), padding.PKCS1v15(), hashes.SHA256()))
+
+
+def _api_status(lab, token: str) -> int:
+    """What the apiserver answers a request bearing `token` (and no client certificate)."""
+    kubeconfig = Path(lab.cluster_yml).parent / f"kube_config_{Path(lab.cluster_yml).name}"
+    cluster = YAML(typ="safe").load(kubeconfig.read_text())["clusters"][0]["cluster"]
+    context = ssl.create_default_context(
+        cadata=base64.b64decode(cluster["certificate-authority-data"]).decode()
+    )
+    request = urllib.request.Request(cluster["server"] + "/api", headers={"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(request, context=context, timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+@pytest.mark.real_kubernetes
+def test_the_service_account_issuer_serves_oidc_discovery_and_tokens_issued_as_rke_stay_valid(lab):
+    issuer = "https://kubernetes.default.svc.cluster.local"
+    discovery = json.loads(kubectl(lab, "get", "--raw", "/.well-known/openid-configuration"))
+    assert (discovery["issuer"], discovery["jwks_uri"]) == (issuer, f"{issuer}/openid/v1/jwks")
+    assert json.loads(kubectl(lab, "get", "--raw", "/openid/v1/jwks"))["keys"]
+    state = json.loads(Path(lab.cluster_yml).with_suffix(".rkestate").read_text())
+    key_pem = state["currentState"]["certificatesBundle"]["kube-service-account-token"]["keyPEM"]
+    uid = kubectl(lab, "get", "serviceaccount", "default", "-o", "jsonpath={.metadata.uid}")
+    now = int(time.time())
+    claims = {
+        "iss": "rke",  # what RKE's clusters (and rke-py's before this issuer) signed as
+        "sub": "system:serviceaccount:default:default",
+        "aud": ["unknown"],
+        "iat": now,
+        "nbf": now,
+        "exp": now + 600,
+        "kubernetes.io": {"namespace": "default", "serviceaccount": {"name": "default", "uid": uid}},
+    }
+    assert _api_status(lab, _token(key_pem, claims)) == 200
+    assert _api_status(lab, _token(key_pem, claims | {"iss": "someone-else"})) == 401
 
 
 def test_second_up_changes_nothing(lab):

@@ -478,6 +478,8 @@ APISERVER_CP1 = [
     "--requestheader-username-headers=X-Remote-User",
     "--runtime-config=authorization.k8s.io/v1beta1=true",
     "--secure-port=6443",
+    # RKE gives only `rke`; the URL first makes the apiserver serve OIDC discovery (conformance).
+    "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
     "--service-account-issuer=rke",
     f"--service-account-key-file={SSL}/kube-service-account-token-key.pem",
     "--service-account-lookup=true",
