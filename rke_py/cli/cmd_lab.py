@@ -14,6 +14,7 @@ import click
 
 from rke_py.cli.options import output_option
 from rke_py.cli.output import emit_json
+from rke_py.errors import UsageError
 
 name_option = click.option(
     "--name", default="lab", show_default=True, help="Lab name (prefix of everything it makes)."
@@ -93,6 +94,22 @@ def command() -> None:
 @click.option(
     "--s3", is_flag=True, help="Run an S3 server (moto, HTTPS) on the lab network, for etcd snapshots."
 )
+@click.option(
+    "--addon-binaries",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    envvar="RKE_PY_ADDON_BINARIES",
+    help="A directory with add-on binaries (kube-dns, dnsmasq-nanny, sidecar, node-cache, "
+    "cluster-proportional-autoscaler, coredns; any of them): the registry serves their images under the "
+    "Kubernetes version's default names and cluster.yml turns DNS on (env RKE_PY_ADDON_BINARIES).",
+)
+@click.option(
+    "--e2e",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    envvar="RKE_PY_E2E",
+    help="A directory with the conformance suite (e2e.test, ginkgo, agnhost; sample-apiserver if there): "
+    "the registry serves the suite's images and the lab writes its registry map, e2e-repo-list.yaml "
+    "(env RKE_PY_E2E).",
+)
 @output_option
 @docker_errors
 def up(
@@ -103,10 +120,15 @@ def up(
     user: str,
     private_registry: bool,
     s3: bool,
+    addon_binaries: Path | None,
+    e2e: Path | None,
     output: str,
 ) -> None:
     """Create lab NAME with N hosts (or start the hosts of an existing one)."""
-    from rke_py.lab import clusteryml, hosts
+    from rke_py.lab import clusteryml, hosts, testimages
+
+    if e2e is not None and (missing := testimages.missing(e2e)):
+        raise UsageError(f"--e2e {e2e}: missing {', '.join(missing)}")
 
     lab = hosts.up(
         name,
@@ -117,6 +139,8 @@ def up(
         user=user,
         private_registry=private_registry,
         s3=s3,
+        addon_binaries=addon_binaries,
+        e2e=e2e,
     )
     if output == "json":
         emit_json(
@@ -127,6 +151,7 @@ def up(
                 "known_hosts": str(lab.known_hosts),
                 "ssh_key": str(lab.key_path),
                 "hosts": [{"name": h.name, "address": h.address, "roles": h.role} for h in lab.hosts],
+                "e2e_repo_list": str(lab.e2e_repo_list) if lab.e2e else None,
                 "next": clusteryml.up_command(lab),
             }
         )

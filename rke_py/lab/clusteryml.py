@@ -20,6 +20,9 @@ SYSTEM_IMAGES = {
     "pod_infra_container": "pause",
 }
 
+DNS_PROVIDERS = {"coredns": "coredns", "kube-dns": "kubedns"}  # provider -> the image it needs, by preference
+NODELOCAL_ADDRESS = "169.254.20.10"
+
 
 def cluster_document(lab: Lab) -> dict[str, Any]:
     """cluster.yml as data: images named without the registry, which `is_default` prefixes."""
@@ -39,14 +42,25 @@ def cluster_document(lab: Lab) -> dict[str, Any]:
         ],
         # The lab brings its own pod network (lab-init writes each node's CNI config), as a user's own CNI
         # would with `plugin: none`. Add-on images cannot be pulled into the lab (no internet), so the
-        # add-ons whose pods would never start are off; tests/lab/test_up_addons.py switches them on.
+        # add-ons whose pods would never start are off unless `lab up --addon-binaries` built their images;
+        # tests/lab/test_up_addons.py switches them on.
         "network": {"plugin": "none"},
-        "dns": {"provider": "none"},
+        "dns": _dns(lab),
         "ingress": {"provider": "none"},
         "monitoring": {"provider": "none"},
         "private_registries": [_registry(lab)],
         "system_images": {key: lab.images[image] for key, image in SYSTEM_IMAGES.items()},
     }
+
+
+def _dns(lab: Lab) -> dict[str, Any]:
+    """RKE's DNS add-on whose images the lab serves: CoreDNS (RKE's default) if it can, else kube-dns,
+    with NodeLocal DNSCache at RKE's documented address when node-cache is there too."""
+    provider = next((p for p, key in DNS_PROVIDERS.items() if key in lab.addons), "none")
+    dns: dict[str, Any] = {"provider": provider}
+    if provider != "none" and "nodelocal" in lab.addons:
+        dns["nodelocal"] = {"ip_address": NODELOCAL_ADDRESS}
+    return dns
 
 
 def _registry(lab: Lab) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from docker.models.containers import Container
 from rke_py.config import values
 from rke_py.errors import UsageError
 from rke_py.files import write_private_file
-from rke_py.lab import clusteryml, images, keys, registry, subnets
+from rke_py.lab import addonimages, clusteryml, images, keys, registry, subnets, testimages
 from rke_py.lab import s3 as lab_s3
 from rke_py.lab.images import LabImage, Progress, lab_file
 from rke_py.lab.state import (
@@ -265,12 +265,16 @@ def up(
     user: str = "root",
     private_registry: bool = False,
     s3: bool = False,
+    addon_binaries: Path | None = None,
+    e2e: Path | None = None,
 ) -> Lab:
     """Bring up (or complete) lab `name` with `nodes` hosts; return it once every host answers. With
     `binaries` (real Kubernetes server binaries and cri-dockerd) the cluster images run them. With a
     `user` other than root, cluster.yml logs in as that user, who may use Docker but is not root. With
     `private_registry` the cluster pulls from a registry of its own that requires a password. With `s3`
-    the lab has an S3 server (moto) for etcd snapshots."""
+    the lab has an S3 server (moto) for etcd snapshots. With `addon_binaries` the registry serves add-on
+    images built from them under their default names, and cluster.yml turns those add-ons on; with `e2e`
+    (the conformance suite) it serves the suite's images and the lab has the suite's registry map."""
     _check_name(name)
     if values.user(user) or user == "docker":
         raise UsageError(f"--user {user!r} is not a login name rke-py's lab can create")
@@ -311,12 +315,15 @@ def up(
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     pubkey = keys.ensure_key(lab.key_path, f"rke-py-lab-{name}")
     lab.save()  # from here on `lab down` can find the directory even if a step below fails
+    addon_images = _addon_images(client, lab, addon_binaries, progress) if addon_binaries else {}
+    test_images = _test_images(client, lab, e2e, progress) if e2e else {}
     _ensure_network(client, lab)
     registry.attach(client, lab.network, lab.registry.split(":")[0])
     progress(f"starting {nodes} host(s) on {lab.subnet}")
     with ThreadPoolExecutor(max_workers=min(nodes, 8)) as pool:
         futures = [pool.submit(_ensure_host, client, lab, host, built["host"], pubkey) for host in lab.hosts]
         registry.push(client, reg, [built[n] for n in images.CLUSTER_IMAGES], progress)
+        registry.publish(client, reg, addon_images | test_images, progress)
         if lab.private_registry:
             address = lab.private_registry.split(":")[0]
             auth = {"username": lab.registry_user, "password": lab.registry_password}
@@ -324,14 +331,53 @@ def up(
                 client, built["registry"], name, address, lab.registry_user, lab.registry_password, progress
             )
             registry.push(client, private, [built[n] for n in images.CLUSTER_IMAGES], progress, auth)
+            registry.publish(client, private, addon_images, progress, auth)
         if lab.s3_endpoint:
             lab_s3.ensure(client, built["s3"], lab, progress)
         known = [line for future in futures for line in future.result()]
+    if "nodelocal" in lab.addons and not _has_dummy_links(client.containers.get(lab.hosts[0].name)):
+        progress("NodeLocal DNSCache stays off: this kernel cannot make the dummy link node-cache listens on")
+        lab.addons.remove("nodelocal")
     lab.known_hosts.write_text("".join(line + "\n" for line in known))
     write_private_file(lab.cluster_yml, clusteryml.render(lab))  # it may hold a registry password
     lab.save()
     progress(f"lab {name!r} is up: {lab.cluster_yml}")
     return lab
+
+
+def _has_dummy_links(container: Container) -> bool:
+    """Whether the kernel the lab runs on makes `dummy` links (some VM kernels lack them)."""
+    probe = "ip link add rke-py-probe type dummy && ip link del rke-py-probe"
+    return container.exec_run(["sh", "-c", probe]).exit_code == 0
+
+
+def _addon_images(
+    client: docker.DockerClient, lab: Lab, binaries: Path, progress: Progress
+) -> dict[str, LabImage]:
+    """Build the add-on images of `binaries`; return them by the default names the registry serves them as."""
+    out: dict[str, LabImage] = {}
+    lab.addons = []
+    for binary, (recipe, serves) in addonimages.found(binaries).items():
+        image = images.build(client, binary, lambda r=recipe: r(binaries), progress)
+        out.update(dict.fromkeys(addonimages.published_names(lab.kubernetes_version, serves), image))
+        lab.addons += serves
+    return out
+
+
+def _test_images(
+    client: docker.DockerClient, lab: Lab, suite: Path, progress: Progress
+) -> dict[str, LabImage]:
+    """Write the suite's registry map and build the images it names that the lab can stand in for."""
+    write_private_file(lab.e2e_repo_list, testimages.repo_list(lab.registry))
+    names = testimages.served(suite, testimages.listed(suite, lab.e2e_repo_list), lab.registry)
+    built = {
+        key: images.build(
+            client, key.replace("/", "-"), lambda r=testimages.RECIPES[key][0]: r(suite), progress
+        )
+        for key in sorted(set(names.values()))
+    }
+    lab.e2e = True
+    return {name: built[key] for name, key in names.items()}
 
 
 def down(

@@ -73,7 +73,7 @@ def lab_file(name: str) -> str:
     return resources.files("rke_py.lab").joinpath("files", name).read_text()
 
 
-def _etc(rootfs: Rootfs, users: list[str], groups: list[str]) -> None:
+def etc(rootfs: Rootfs, users: list[str], groups: list[str]) -> None:
     rootfs.file("/etc/passwd", data="".join(u + "\n" for u in ["root:x:0:0:root:/root:/bin/sh", *users]))
     rootfs.file("/etc/group", data="".join(g + "\n" for g in ["root:x:0:", *groups, "nogroup:x:65534:"]))
     rootfs.file("/etc/nsswitch.conf", data="passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n")
@@ -102,7 +102,7 @@ def host_rootfs() -> tuple[Rootfs, list[str]]:
     r.busybox()
     # dockerd gives its socket to the docker group (0660): a lab user in it may use Docker, as on a host
     # set up the way RKE's documentation asks.
-    _etc(r, ["sshd:x:103:65534::/run/sshd:/usr/sbin/nologin"], ["docker:x:999:"])
+    etc(r, ["sshd:x:103:65534::/run/sshd:/usr/sbin/nologin"], ["docker:x:999:"])
     r.file("/etc/shadow", data="root:*:19000:0:99999:7:::\nsshd:*:19000:0:99999:7:::\n", mode=0o640)
     r.file("/etc/ssh/sshd_config", data=lab_file("sshd_config"))
     r.file("/etc/docker/daemon.json", data=lab_file("daemon.json"))
@@ -139,7 +139,7 @@ def etcd_rootfs() -> tuple[Rootfs, list[str]]:
     bindir = _etcd_bindir()
     r = Rootfs()
     r.busybox()
-    _etc(r, [], [])
+    etc(r, [], [])
     for name in ("etcd", "etcdctl", "etcdutl"):
         r.file(f"/usr/local/bin/{name}", source=str(bindir / name), mode=0o755)
     r.dir("/var/lib/rancher/etcd", 0o700)
@@ -159,7 +159,7 @@ def rke_tools_rootfs(binaries: Path | None = None) -> tuple[Rootfs, list[str]]:
     r.busybox()
     r.file("/usr/bin/bash", data='#!/bin/sh\nexec /bin/sh "$@"\n', mode=0o755)
     nobody = "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin"
-    _etc(r, ["www-data:x:33:33:www-data:/var/www:/usr/sbin/nologin", nobody], ["www-data:x:33:"])
+    etc(r, ["www-data:x:33:33:www-data:/var/www:/usr/sbin/nologin", nobody], ["www-data:x:33:"])
     r.file("/etc/nginx/mime.types", source="/etc/nginx/mime.types")
     r.file(
         "/etc/nginx/modules-enabled/50-mod-stream.conf",
@@ -239,7 +239,7 @@ def s3_rootfs() -> tuple[Rootfs, list[str]]:
     for extra in ("flask", "flask-cors"):  # moto's server, beside the S3 backend
         _distributions(r, extra)
     r.busybox()
-    _etc(r, [], [])
+    etc(r, [], [])
     r.dir("/etc/lab-s3", 0o700)
     r.dir("/tmp", 0o1777)
     command = [executable, "-m", "moto.server", "-H", "0.0.0.0", "-p", "9000"]
@@ -270,7 +270,7 @@ def hyperkube_rootfs(binaries: Path | None = None) -> tuple[Rootfs, list[str]]:
     r = Rootfs()
     _python(r)
     r.busybox()
-    _etc(r, [], [])
+    etc(r, [], [])
     package = Path(__file__).parent.parent
     r.file("/opt/lab/rke_py/__init__.py", source=str(package / "__init__.py"))
     r.file("/opt/lab/rke_py/lab/__init__.py", source=str(package / "lab" / "__init__.py"))
@@ -289,9 +289,16 @@ def real_hyperkube_rootfs(binaries: Path) -> tuple[Rootfs, list[str]]:
     kube-proxy and the kubelet; mount and friends come from busybox."""
     r = Rootfs()
     r.busybox()
-    _etc(r, [], [])
+    etc(r, [], [])
     for component in KUBE_COMPONENTS:
         r.file(f"/usr/local/bin/{component}", source=str(binaries / component), mode=0o755)
+    iptables(r)
+    r.dir("/etc/kubernetes")
+    return r, [f"ENV PATH={PATH}", 'CMD ["/bin/sh"]']
+
+
+def iptables(r: Rootfs) -> None:
+    """This machine's iptables (its backend) and the extensions its rules load."""
     xtables = os.path.realpath("/usr/sbin/iptables")
     r.binary(xtables)
     for tool in IPTABLES_TOOLS:
@@ -299,8 +306,6 @@ def real_hyperkube_rootfs(binaries: Path) -> tuple[Rootfs, list[str]]:
     r.tree(XTABLES_EXTENSIONS, XTABLES_EXTENSIONS)  # matches and targets, loaded when a rule names them
     for extension in sorted(Path(XTABLES_EXTENSIONS).glob("*.so")):
         r.libraries(str(extension))
-    r.dir("/etc/kubernetes")
-    return r, [f"ENV PATH={PATH}", 'CMD ["/bin/sh"]']
 
 
 def missing_binaries(binaries: Path) -> list[str]:
@@ -321,7 +326,7 @@ def registry_rootfs() -> tuple[Rootfs, list[str]]:
     r = Rootfs()
     r.binary("/usr/bin/docker-registry")
     r.busybox()
-    _etc(r, [], [])
+    etc(r, [], [])
     r.file("/etc/docker/registry/config.yml", data=lab_file("registry-config.yml"))
     r.dir("/var/lib/docker-registry")
     return r, [
@@ -355,7 +360,18 @@ def ensure_image(
 ) -> LabImage:
     """Build image `name` unless an image with the same content hash exists; return it either way.
     `binaries`: a directory of real Kubernetes server binaries and cri-dockerd to build from."""
-    rootfs, changes = RECIPES[name](binaries) if name in WITH_BINARIES else RECIPES[name]()
+    recipe = RECIPES[name]
+    return build(client, name, (lambda: recipe(binaries)) if name in WITH_BINARIES else recipe, progress)
+
+
+def build(
+    client: docker.DockerClient,
+    name: str,
+    recipe: Callable[[], tuple[Rootfs, list[str]]],
+    progress: Progress = lambda _: None,
+) -> LabImage:
+    """Build lab image `name` from `recipe` unless an image with the same content hash exists."""
+    rootfs, changes = recipe()
     image = LabImage(name, rootfs.digest(RECIPE_VERSION, *changes))
     found = client.images.list(filters={"label": f"{LABEL_HASH}={image.digest}"})
     if found:

@@ -145,23 +145,24 @@ def local_port(container: Container) -> int:
     raise LabError(f"registry container {NAME} has no port published on 127.0.0.1")
 
 
-def _get(url: str, method: str = "GET", headers: dict[str, str] | None = None) -> int:
+def _request(url: str, method: str = "GET", headers: dict[str, str] | None = None) -> tuple[int, str]:
+    """Status of a registry request and the manifest digest it names (empty when none)."""
     request = urllib.request.Request(
         url, method=method, headers={"Accept": _MANIFEST_TYPES, **(headers or {})}
     )
     try:
         with urllib.request.urlopen(request, timeout=5) as response:
-            return response.status
+            return response.status, response.headers.get("Docker-Content-Digest", "")
     except urllib.error.HTTPError as exc:
-        return exc.code
+        return exc.code, ""
     except (urllib.error.URLError, ConnectionError, TimeoutError):
-        return 0
+        return 0, ""
 
 
 def is_up(container: Container, expect: int = 200) -> bool:
     """The registry answers its API (`expect` 401: it asks for a password, as it should)."""
     try:
-        return _get(f"http://127.0.0.1:{local_port(container)}/v2/") == expect
+        return _request(f"http://127.0.0.1:{local_port(container)}/v2/")[0] == expect
     except LabError:
         return False
 
@@ -175,13 +176,32 @@ def _wait_ready(container: Container, timeout: float = 30, expect: int = 200) ->
     raise LabError(f"the lab registry did not answer within {timeout:.0f}s; see `docker logs {NAME}`")
 
 
+def _auth_headers(auth: dict[str, str] | None) -> dict[str, str]:
+    if not auth:
+        return {}
+    token = base64.b64encode(f"{auth['username']}:{auth['password']}".encode()).decode()
+    return {"Authorization": f"Basic {token}"}
+
+
+def _manifest(port: int, path: str, tag: str, auth: dict[str, str] | None = None) -> tuple[int, str]:
+    return _request(f"http://127.0.0.1:{port}/v2/{path}/manifests/{tag}", "HEAD", _auth_headers(auth))
+
+
 def has_image(port: int, image: LabImage, auth: dict[str, str] | None = None) -> bool:
-    headers = {}
-    if auth:
-        token = base64.b64encode(f"{auth['username']}:{auth['password']}".encode()).decode()
-        headers["Authorization"] = f"Basic {token}"
-    url = f"http://127.0.0.1:{port}/v2/{image.path}/manifests/{image.tag}"
-    return _get(url, method="HEAD", headers=headers) == 200
+    return _manifest(port, image.path, image.tag, auth)[0] == 200
+
+
+def _push(
+    client: docker.DockerClient, port: int, ref: str, path: str, tag: str, auth: dict[str, str] | None
+) -> None:
+    repository = f"127.0.0.1:{port}/{path}"
+    client.images.get(ref).tag(repository, tag)
+    try:
+        for event in client.api.push(repository, tag, stream=True, decode=True, auth_config=auth):
+            if "error" in event:
+                raise LabError(f"pushing {ref} to the lab registry as {path}:{tag}: {event['error']}")
+    finally:
+        client.images.remove(f"{repository}:{tag}")
 
 
 def push(
@@ -198,16 +218,29 @@ def push(
         if has_image(port, image, auth):
             continue
         progress(f"pushing {image.ref} to the lab registry")
-        repository = f"127.0.0.1:{port}/{image.path}"
-        client.images.get(image.ref).tag(repository, image.tag)
-        try:
-            for event in client.api.push(repository, image.tag, stream=True, decode=True, auth_config=auth):
-                if "error" in event:
-                    raise LabError(f"pushing {image.ref} to the lab registry: {event['error']}")
-        finally:
-            client.images.remove(f"{repository}:{image.tag}")
+        _push(client, port, image.ref, image.path, image.tag, auth)
         pushed.append(image)
     return pushed
+
+
+def publish(
+    client: docker.DockerClient,
+    container: Container,
+    names: dict[str, LabImage],
+    progress: Progress,
+    auth: dict[str, str] | None = None,
+) -> None:
+    """Serve each image also under `name` (path:tag, e.g. an upstream image's), as an air-gapped site's
+    registry holds its copies. A name that already serves the same manifest is left alone; one that
+    serves an older build is pushed again."""
+    push(client, container, set(names.values()), progress, auth)
+    port = local_port(container)
+    for name, image in sorted(names.items()):
+        path, tag = name.rsplit(":", 1)
+        if _manifest(port, path, tag, auth)[1] == _manifest(port, image.path, image.tag, auth)[1]:
+            continue
+        progress(f"pushing {image.ref} to the lab registry as {name}")
+        _push(client, port, image.ref, path, tag, auth)
 
 
 def attach(client: docker.DockerClient, network: str, address: str) -> None:

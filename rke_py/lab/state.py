@@ -67,6 +67,8 @@ class Lab:
     s3_secret_key: str = ""
     s3_ca: str = ""
     s3_server: tuple[str, str] = ("", "")  # its certificate and key
+    addons: list[str] = field(default_factory=list)  # system_images keys served from --addon-binaries
+    e2e: bool = False  # serves the conformance suite's images (--e2e); the suite's map is e2e_repo_list
 
     @property
     def network(self) -> str:
@@ -83,6 +85,10 @@ class Lab:
     @property
     def known_hosts(self) -> Path:
         return self.dir / KNOWN_HOSTS_FILE
+
+    @property
+    def e2e_repo_list(self) -> Path:
+        return self.dir / "e2e-repo-list.yaml"
 
     def save(self) -> None:
         data = asdict(self) | {"dir": str(self.dir)}
