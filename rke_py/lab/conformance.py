@@ -136,7 +136,12 @@ def _suite(
 
 
 @click.command()
-@click.option("--focus", default="", help="Only specs matching this regular expression (and [Conformance]).")
+@click.option(
+    "--focus",
+    default="",
+    help="Only the conformance specs whose name this regular expression matches (a part of the name "
+    "before or after [Serial], not across it).",
+)
 @click.option(
     "--nodes",
     type=click.Choice(["3", "5"]),
