@@ -20,7 +20,7 @@ from pathlib import Path
 
 import click
 
-from rke_py.errors import ExitStatus
+from rke_py.errors import ExitStatus, RkePyError
 
 INPUTS = {  # environment variable -> what the directory holds
     "RKE_PY_KUBE_BINARIES": ("kube-apiserver", "kubelet", "kubectl", "cri-dockerd"),
@@ -109,10 +109,6 @@ def _say(message: str) -> None:
     print(f"{time.strftime('%H:%M:%S')} conformance: {message}", file=sys.stderr, flush=True)
 
 
-def _rke_py(*args: str) -> None:
-    subprocess.run([sys.executable, "-m", "rke_py", *args], check=True)
-
-
 def _suite(
     kubeconfig: Path, repo_list: Path, report: Path, focus: str, skip: str, procs: int
 ) -> dict[str, str]:
@@ -166,17 +162,28 @@ def main(focus: str, nodes: str, procs: int, name: str, report_dir: Path | None,
 
     report = (report_dir or Path(f"conformance-{time.strftime('%Y%m%d-%H%M%S')}")).resolve()
     started = time.monotonic()
-    lab = hosts.up(
-        name,
-        int(nodes),
-        progress=_say,
-        binaries=Path(os.environ["RKE_PY_KUBE_BINARIES"]),
-        addon_binaries=Path(os.environ["RKE_PY_ADDON_BINARIES"]),
-        e2e=Path(os.environ["RKE_PY_E2E"]),
-    )
     try:
-        _say(clusteryml.up_command(lab))
-        _rke_py(*clusteryml.up_command(lab).split()[1:])
+        lab = hosts.up(
+            name,
+            int(nodes),
+            progress=_say,
+            binaries=Path(os.environ["RKE_PY_KUBE_BINARIES"]),
+            addon_binaries=Path(os.environ["RKE_PY_ADDON_BINARIES"]),
+            e2e=Path(os.environ["RKE_PY_E2E"]),
+        )
+    except RkePyError as exc:
+        click.echo(f"conformance: {exc}", err=True)
+        sys.exit(exc.exit_status)
+    _say(clusteryml.up_command(lab))
+    done = subprocess.run([sys.executable, "-m", "rke_py", *clusteryml.up_command(lab).split()[1:]])
+    if done.returncode != 0:  # the lab stays for a look: its cluster.yml, log and state are beside each other
+        click.echo(
+            f"conformance: rke-py up failed (exit {done.returncode}); the lab is left as it is in {lab.dir};"
+            f" remove it with: rke-py lab down --name {name}",
+            err=True,
+        )
+        sys.exit(ExitStatus.ERROR)
+    try:
         kubeconfig = lab.dir / f"kube_config_{lab.cluster_yml.name}"
         _say(f"parallel pass, {procs} processes; reports in {report}")
         parallel, serial = focus_patterns(focus)
