@@ -20,7 +20,9 @@ SYSTEM_IMAGES = {
     "pod_infra_container": "pause",
 }
 
-DNS_PROVIDERS = {"coredns": "coredns", "kube-dns": "kubedns"}  # provider -> the image it needs, by preference
+# provider -> the image it needs, by preference. kube-dns first: on lab hosts /etc/resolv.conf names Docker's
+# 127.0.0.11, and CoreDNS's loop plugin (in RKE's Corefile) sees its own queries come back and exits.
+DNS_PROVIDERS = {"kube-dns": "kubedns", "coredns": "coredns"}
 NODELOCAL_ADDRESS = "169.254.20.10"
 
 
@@ -54,8 +56,8 @@ def cluster_document(lab: Lab) -> dict[str, Any]:
 
 
 def _dns(lab: Lab) -> dict[str, Any]:
-    """RKE's DNS add-on whose images the lab serves: CoreDNS (RKE's default) if it can, else kube-dns,
-    with NodeLocal DNSCache at RKE's documented address when node-cache is there too."""
+    """RKE's DNS add-on whose images the lab serves (see DNS_PROVIDERS), with NodeLocal DNSCache at RKE's
+    documented address when node-cache is there too."""
     provider = next((p for p, key in DNS_PROVIDERS.items() if key in lab.addons), "none")
     dns: dict[str, Any] = {"provider": provider}
     if provider != "none" and "nodelocal" in lab.addons:

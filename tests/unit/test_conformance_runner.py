@@ -141,6 +141,9 @@ def test_cluster_yml_keeps_rkes_dns_defaults_when_the_lab_serves_their_images():
     kube_dns = ["kubedns", "dnsmasq", "kubedns_sidecar", "kubedns_autoscaler", "coredns_autoscaler"]
     assert clusteryml.cluster_document(_lab(kube_dns))["dns"] == {"provider": "kube-dns"}
     assert clusteryml.cluster_document(_lab([*kube_dns, "nodelocal", "coredns"]))["dns"] == {
-        "provider": "coredns",
+        "provider": "kube-dns",
         "nodelocal": {"ip_address": "169.254.20.10"},
+    }
+    assert clusteryml.cluster_document(_lab(["coredns", "coredns_autoscaler"]))["dns"] == {
+        "provider": "coredns"
     }
