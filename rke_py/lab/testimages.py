@@ -74,14 +74,15 @@ def listed(directory: Path, repo_list_file: Path) -> list[str]:
     return done.stdout.split()
 
 
-def _shell(r: Rootfs) -> None:
-    """busybox's applets, /bin/sh its ash, and `sh` found on PATH bash. Upstream's busybox 1.29 ash keeps
-    environment variables whose names hold '-' (the ConfigMap and Secret prefix specs run `sh -c env`
-    and look for them); Debian's busybox 1.35 ash drops them, bash keeps them. Specs that run `/bin/sh`
-    by its path read ash's own error messages."""
+def _shell(r: Rootfs, ash: bool = False) -> None:
+    """busybox's applets and bash as `sh`. Debian's busybox 1.35 ash drops environment variables whose
+    names hold '-' (upstream's 1.29 keeps them; the ConfigMap and Secret prefix specs look for them) and
+    runs its own nc applet before PATH (netcat-openbsd answers the HostPort spec's UDP check). With
+    `ash`, /bin/sh stays busybox's ash, whose error messages a spec that runs /bin/sh by its path reads,
+    and only `sh` found on PATH is bash."""
     r.busybox()
     r.binary(BASH)
-    r.symlink("/usr/local/bin/sh", BASH)
+    r.symlink("/usr/local/bin/sh" if ash else "/usr/bin/sh", BASH)
 
 
 def _localhost_tls() -> tuple[bytes, bytes]:
@@ -146,7 +147,7 @@ def _update_demo(picture: str) -> Recipe:
 
 def _busybox(_: Path) -> tuple[Rootfs, list[str]]:
     r = Rootfs()
-    _shell(r)
+    _shell(r, ash=True)
     etc(r, [], [])
     return r, [f"ENV PATH={PATH}", 'CMD ["sh"]']
 
