@@ -151,7 +151,7 @@ def up(
                 "known_hosts": str(lab.known_hosts),
                 "ssh_key": str(lab.key_path),
                 "hosts": [{"name": h.name, "address": h.address, "roles": h.role} for h in lab.hosts],
-                "e2e_repo_list": str(lab.e2e_repo_list) if lab.e2e else None,
+                "e2e_repo_list": str(lab.e2e_repo_list) if lab.e2e_repo_list.exists() else None,
                 "next": clusteryml.up_command(lab),
             }
         )

@@ -7,17 +7,14 @@ defaults and only `private_registries` points at the lab, as an air-gapped site'
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 from rke_py.config import kdm
-from rke_py.lab.images import PATH, etc, iptables
+from rke_py.lab.images import PATH, Recipe, etc, iptables
 from rke_py.lab.rootfs import Rootfs
 from rke_py.lab.state import LabError
 
 DNSMASQ = "/usr/sbin/dnsmasq"  # Debian's dnsmasq-base
-
-Recipe = Callable[[Path], tuple[Rootfs, list[str]]]
 
 
 def _static(name: str) -> Recipe:

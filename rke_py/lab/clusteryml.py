@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import shlex
 from typing import Any
 
 from ruamel.yaml import YAML
@@ -76,9 +77,21 @@ def _registry(lab: Lab) -> dict[str, Any]:
     }
 
 
+def up_args(lab: Lab) -> list[str]:
+    """rke-py's arguments that build the lab's cluster with strict host-key checking."""
+    return [
+        "up",
+        "--config",
+        str(lab.cluster_yml),
+        "--known-hosts",
+        str(lab.known_hosts),
+        "--host-key-policy",
+        "strict",
+    ]
+
+
 def up_command(lab: Lab) -> str:
-    """The command that builds the lab's cluster with strict host-key checking."""
-    return f"rke-py up --config {lab.cluster_yml} --known-hosts {lab.known_hosts} --host-key-policy strict"
+    return "rke-py " + shlex.join(up_args(lab))
 
 
 def render(lab: Lab) -> str:

@@ -21,11 +21,13 @@ from pathlib import Path
 import click
 
 from rke_py.errors import ExitStatus, RkePyError
+from rke_py.lab.images import KUBE_COMPONENTS
+from rke_py.lab.testimages import SUITE
 
 INPUTS = {  # environment variable -> what the directory holds
-    "RKE_PY_KUBE_BINARIES": ("kube-apiserver", "kubelet", "kubectl", "cri-dockerd"),
-    "RKE_PY_ADDON_BINARIES": ("kube-dns", "dnsmasq-nanny", "sidecar"),
-    "RKE_PY_E2E": ("e2e.test", "ginkgo", "agnhost"),
+    "RKE_PY_KUBE_BINARIES": (*KUBE_COMPONENTS, "cri-dockerd", "kubectl"),  # kubectl: the suite's
+    "RKE_PY_ADDON_BINARIES": ("kube-dns", "dnsmasq-nanny", "sidecar"),  # kube-dns: the lab's DNS
+    "RKE_PY_E2E": SUITE,
 }
 CONFORMANCE = r"\[Conformance\]"
 SERIAL = r"\[Serial\]"
@@ -175,7 +177,7 @@ def main(focus: str, nodes: str, procs: int, name: str, report_dir: Path | None,
         click.echo(f"conformance: {exc}", err=True)
         sys.exit(exc.exit_status)
     _say(clusteryml.up_command(lab))
-    done = subprocess.run([sys.executable, "-m", "rke_py", *clusteryml.up_command(lab).split()[1:]])
+    done = subprocess.run([sys.executable, "-m", "rke_py", *clusteryml.up_args(lab)])
     if done.returncode != 0:  # the lab stays for a look: its cluster.yml, log and state are beside each other
         click.echo(
             f"conformance: rke-py up failed (exit {done.returncode}); the lab is left as it is in {lab.dir};"

@@ -376,7 +376,6 @@ def _test_images(
         )
         for key in sorted(set(names.values()))
     }
-    lab.e2e = True
     return {name: built[key] for name, key in names.items()}
 
 

@@ -46,6 +46,7 @@ _PYTHON_SKIP_TOP = {"test", "idlelib", "tkinter", "ensurepip", "turtledemo", "li
 _PYTHON_SKIP_TOP |= {"site-packages", "dist-packages"}  # installed packages are added one by one
 
 Progress = Callable[[str], None]
+Recipe = Callable[[Path], tuple[Rootfs, list[str]]]  # an image built from the files of a directory
 
 
 @dataclass(frozen=True)
@@ -314,11 +315,12 @@ def missing_binaries(binaries: Path) -> list[str]:
 
 
 def pause_rootfs() -> tuple[Rootfs, list[str]]:
-    """pod_infra_container: only needs to exist and sit still."""
+    """pod_infra_container (and the suite's pause): /pause, as upstream's, only sits still."""
     r = Rootfs()
     r.busybox()
     # PID 1 ignores SIGTERM unless it handles it: trap it so `docker stop` is immediate.
-    return r, [f"ENV PATH={PATH}", 'CMD ["sh", "-c", "trap \'exit 0\' TERM INT; sleep infinity & wait"]']
+    r.file("/pause", data="#!/bin/sh\ntrap 'exit 0' TERM INT\nsleep infinity &\nwait\n", mode=0o755)
+    return r, [f"ENV PATH={PATH}", 'ENTRYPOINT ["/pause"]']
 
 
 def registry_rootfs() -> tuple[Rootfs, list[str]]:

@@ -68,7 +68,6 @@ class Lab:
     s3_ca: str = ""
     s3_server: tuple[str, str] = ("", "")  # its certificate and key
     addons: list[str] = field(default_factory=list)  # system_images keys served from --addon-binaries
-    e2e: bool = False  # serves the conformance suite's images (--e2e); the suite's map is e2e_repo_list
 
     @property
     def network(self) -> str:
@@ -88,6 +87,7 @@ class Lab:
 
     @property
     def e2e_repo_list(self) -> Path:
+        """The conformance suite's registry map, there when the lab serves the suite's images (--e2e)."""
         return self.dir / "e2e-repo-list.yaml"
 
     def save(self) -> None:

@@ -16,7 +16,6 @@ import json
 import os
 import re
 import subprocess
-from collections.abc import Callable
 from pathlib import Path
 
 from cryptography import x509
@@ -25,7 +24,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption,
 from cryptography.x509.oid import NameOID
 
 from rke_py.lab import images
-from rke_py.lab.images import PATH, etc
+from rke_py.lab.images import PATH, Recipe, etc
 from rke_py.lab.rootfs import Rootfs
 from rke_py.lab.state import LabError
 
@@ -50,8 +49,6 @@ REGISTRIES = {
 BASH = "/usr/bin/bash"
 DNS_TOOLS = ("/usr/bin/dig", "/usr/bin/nslookup", "/usr/bin/host", "/usr/bin/getent")  # bind9-dnsutils
 HTTPD_ROOT = "/usr/local/apache2/htdocs"
-
-Recipe = Callable[[Path], tuple[Rootfs, list[str]]]
 
 
 def repo_list(registry: str) -> str:
@@ -187,9 +184,7 @@ def _nginx(_: Path) -> tuple[Rootfs, list[str]]:
 
 
 def _pause(_: Path) -> tuple[Rootfs, list[str]]:
-    r, _changes = images.pause_rootfs()
-    r.file("/pause", data="#!/bin/sh\ntrap 'exit 0' TERM INT\nsleep infinity &\nwait\n", mode=0o755)
-    return r, [f"ENV PATH={PATH}", 'ENTRYPOINT ["/pause"]']
+    return images.pause_rootfs()
 
 
 def _sample_apiserver(directory: Path) -> tuple[Rootfs, list[str]]:

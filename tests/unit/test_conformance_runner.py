@@ -81,8 +81,8 @@ def test_a_missing_input_is_named_in_one_line_and_exits_2(tmp_path: Path, monkey
     result = CliRunner().invoke(conformance.main, [])
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == [
-        "conformance: set RKE_PY_KUBE_BINARIES to a directory holding"
-        " kube-apiserver, kubelet, kubectl, cri-dockerd"
+        "conformance: set RKE_PY_KUBE_BINARIES to a directory holding kube-apiserver,"
+        " kube-controller-manager, kube-scheduler, kubelet, kube-proxy, cri-dockerd, kubectl"
     ]
     for var in conformance.INPUTS:
         monkeypatch.setenv(var, str(tmp_path))
