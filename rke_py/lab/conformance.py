@@ -23,10 +23,11 @@ import click
 from rke_py.errors import ExitStatus, RkePyError
 from rke_py.lab.images import KUBE_COMPONENTS
 from rke_py.lab.testimages import SUITE
+from rke_py.plan.kubelet import ROLE_TAINTS
 
 INPUTS = {  # environment variable -> what the directory holds
     "RKE_PY_KUBE_BINARIES": (*KUBE_COMPONENTS, "cri-dockerd", "kubectl"),  # kubectl: the suite's
-    "RKE_PY_ADDON_BINARIES": ("kube-dns", "dnsmasq-nanny", "sidecar"),  # kube-dns: the lab's DNS
+    "RKE_PY_ADDON_BINARIES": ("kube-dns", "dnsmasq-nanny", "sidecar"),  # kube-dns at least; CoreDNS if there
     "RKE_PY_E2E": SUITE,
 }
 CONFORMANCE = r"\[Conformance\]"
@@ -111,11 +112,20 @@ def _say(message: str) -> None:
     print(f"{time.strftime('%H:%M:%S')} conformance: {message}", file=sys.stderr, flush=True)
 
 
+def ginkgo_command(e2e: Path, kubeconfig: Path, report: Path, focus: str, skip: str, procs: int) -> list[str]:
+    """One pass's command line. The suite waits for every node to be schedulable unless its taints are
+    named non-blocking: RKE's role taints are, as the suite's default names kubeadm's control-plane one."""
+    command = [str(e2e / "ginkgo"), f"--procs={procs}", "--no-color", "--timeout=6h", f"--focus={focus}"]
+    command += [f"--skip={skip}"] if skip else []
+    command += [str(e2e / "e2e.test"), "--", f"--kubeconfig={kubeconfig}", "--provider=skeleton"]
+    taints = ",".join(key for _, key, _ in ROLE_TAINTS)
+    return [*command, f"--non-blocking-taints={taints}", f"--report-dir={report}"]
+
+
 def _suite(
     kubeconfig: Path, repo_list: Path, report: Path, focus: str, skip: str, procs: int
 ) -> dict[str, str]:
     """One ginkgo pass; its JUnit report's outcomes (empty when it wrote none)."""
-    e2e = Path(os.environ["RKE_PY_E2E"])
     report.mkdir(parents=True, exist_ok=True)
     env = dict(
         os.environ,
@@ -123,10 +133,7 @@ def _suite(
         KUBE_TEST_REPO_LIST=str(repo_list),
         PATH=f"{os.environ['RKE_PY_KUBE_BINARIES']}{os.pathsep}{os.environ.get('PATH', '')}",  # its kubectl
     )
-    command = [str(e2e / "ginkgo"), f"--procs={procs}", "--no-color", "--timeout=6h", f"--focus={focus}"]
-    command += [f"--skip={skip}"] if skip else []
-    command += [str(e2e / "e2e.test"), "--", f"--kubeconfig={kubeconfig}", "--provider=skeleton"]
-    command += [f"--report-dir={report}"]
+    command = ginkgo_command(Path(os.environ["RKE_PY_E2E"]), kubeconfig, report, focus, skip, procs)
     with open(report / "ginkgo.log", "w") as log:
         subprocess.run(command, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=report)
     junit = sorted(report.glob("junit*.xml"))

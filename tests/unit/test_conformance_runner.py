@@ -75,6 +75,14 @@ def test_a_focus_narrows_both_passes_wherever_it_matches_in_the_name():
     assert not re.search(parallel, "[sig-network] DNS should provide DNS [Conformance]")
 
 
+def test_the_suite_starts_on_a_cluster_whose_controlplane_and_etcd_nodes_carry_rkes_taints():
+    """Without --non-blocking-taints the suite waits forever for those nodes to become schedulable."""
+    command = conformance.ginkgo_command(Path("/e2e"), Path("/k"), Path("/r"), "F", "S", 4)
+    taints = "node-role.kubernetes.io/controlplane,node-role.kubernetes.io/etcd"
+    assert f"--non-blocking-taints={taints}" in command
+    assert command.index("--") < command.index("--kubeconfig=/k")
+
+
 def test_a_missing_input_is_named_in_one_line_and_exits_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     for var in conformance.INPUTS:
         monkeypatch.delenv(var, raising=False)
@@ -141,7 +149,7 @@ def test_cluster_yml_keeps_rkes_dns_defaults_when_the_lab_serves_their_images():
     kube_dns = ["kubedns", "dnsmasq", "kubedns_sidecar", "kubedns_autoscaler", "coredns_autoscaler"]
     assert clusteryml.cluster_document(_lab(kube_dns))["dns"] == {"provider": "kube-dns"}
     assert clusteryml.cluster_document(_lab([*kube_dns, "nodelocal", "coredns"]))["dns"] == {
-        "provider": "kube-dns",
+        "provider": "coredns",
         "nodelocal": {"ip_address": "169.254.20.10"},
     }
     assert clusteryml.cluster_document(_lab(["coredns", "coredns_autoscaler"]))["dns"] == {
