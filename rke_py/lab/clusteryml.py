@@ -21,9 +21,8 @@ SYSTEM_IMAGES = {
     "pod_infra_container": "pause",
 }
 
-# provider -> the image it needs, by preference. kube-dns first: on lab hosts /etc/resolv.conf names Docker's
-# 127.0.0.11, and CoreDNS's loop plugin (in RKE's Corefile) sees its own queries come back and exits.
-DNS_PROVIDERS = {"kube-dns": "kubedns", "coredns": "coredns"}
+# provider -> the image it needs, by preference: RKE's default first.
+DNS_PROVIDERS = {"coredns": "coredns", "kube-dns": "kubedns"}
 NODELOCAL_ADDRESS = "169.254.20.10"
 
 

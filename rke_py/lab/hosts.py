@@ -134,6 +134,11 @@ def pod_network(lab: Lab, host: LabHost) -> str:
     return "".join(line + "\n" for line in [pod_subnet(lab, host), *others])
 
 
+def lab_hosts(lab: Lab) -> str:
+    """`address name` of every lab host: what the name server on each host answers (lab-init)."""
+    return "".join(f"{h.address} {h.name}\n" for h in lab.hosts)
+
+
 def _create_host(
     client: docker.DockerClient, lab: Lab, host: LabHost, image: LabImage, pubkey: str
 ) -> Container:
@@ -167,6 +172,7 @@ def _create_host(
             "root/.ssh/authorized_keys": (pubkey.encode(), 0o600),
             "etc/docker/daemon.json": (daemon_json(lab.registry, lab.private_registry), 0o644),
             "etc/rke-py-lab/network": (pod_network(lab, host).encode(), 0o644),
+            "etc/rke-py-lab/hosts": (lab_hosts(lab).encode(), 0o644),
             # lab-init makes this user, in the docker group, with root's key
             "etc/rke-py-lab/user": (f"{lab.user}\n".encode(), 0o644),
         },

@@ -98,6 +98,7 @@ def host_rootfs() -> tuple[Rootfs, list[str]]:
         "/usr/bin/docker",
         "/usr/bin/docker-init",
         "/usr/bin/curl",  # what a host has to ask its nginx-proxy (the tests' availability probe)
+        "/usr/sbin/dnsmasq",  # the name server on the host's own address (host-init.sh)
     ):
         r.binary(binary)
     r.busybox()

@@ -133,6 +133,21 @@ def test_rke_tools_nginx_loads_the_stream_module(first: paramiko.SSHClient, clus
     assert "test is successful" in out
 
 
+def test_hosts_resolve_lab_names_through_a_name_server_pods_can_reach(
+    lab: Lab, first: paramiko.SSHClient
+) -> None:
+    """What a pod with dnsPolicy Default (a DNS add-on) gets: a name server on the node's own address, not
+    loopback, that answers the lab's host names and sends no query out of the lab."""
+    code, out = run(first, "cat /etc/resolv.conf")
+    assert (code, out) == (0, f"nameserver {lab.hosts[0].address}\n")
+    other = lab.hosts[1]
+    code, out = run(first, f"nslookup {other.name}")
+    assert code == 0, out
+    assert f"Address: {other.address}" in out
+    code, out = run(first, "nslookup example.com")
+    assert code != 0 and "can't find example.com" in out, out
+
+
 def test_status_reports_every_host_up(lab: Lab) -> None:
     result = CliRunner().invoke(
         cli, ["lab", "status", "--name", lab.name, "--dir", str(lab.dir), "-o", "json"]

@@ -42,6 +42,18 @@ if [ "$user" != root ] && ! grep -q "^$user:" /etc/passwd; then
     log "user $user (docker group) made"
 fi
 
+# A name server on the host's own address, as a machine's network has one: it answers the lab's host
+# names (/etc/rke-py-lab/hosts) and NXDOMAIN to any other, so no query leaves the lab. Docker's 127.0.0.11
+# is loopback: a DNS add-on (dnsPolicy: Default) forwarding there would reach itself, and CoreDNS's loop
+# plugin exits on that.
+address=$(awk -v name="$(hostname)" '$2 == name {print $1}' /etc/rke-py-lab/hosts 2>/dev/null)
+if [ -n "$address" ]; then
+    dnsmasq --user=root --group=root --listen-address="$address" --bind-interfaces --no-resolv --local=/#/ \
+        --no-hosts --addn-hosts=/etc/rke-py-lab/hosts --pid-file=/run/dnsmasq.pid \
+        --log-facility=/var/log/dnsmasq.log &&
+        echo "nameserver $address" >/etc/resolv.conf
+fi
+
 dockerd --config-file /etc/docker/daemon.json >>/var/log/dockerd.log 2>&1 &
 dockerd_pid=$!
 /usr/sbin/sshd -D -e >>/var/log/sshd.log 2>&1 &
