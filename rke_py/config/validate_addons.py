@@ -15,6 +15,7 @@ from rke_py.config import kdm
 from rke_py.config.defaults import PROVIDER_OPTIONS
 from rke_py.config.findings import Findings, Path, did_you_mean, dotted, excerpt
 from rke_py.config.schema import ClusterConfig, Toleration
+from rke_py.config.validate_nodes import TAINT_EFFECTS
 
 NETWORK_PLUGINS = ("canal", "flannel", "calico", "none")  # what rke-py deploys
 RKE_ONLY_PLUGINS = ("weave", "aci")  # RKE had them; rke-py refuses them rather than leave pods unnetworked
@@ -26,7 +27,6 @@ ADDON_PROVIDERS = {
 INGRESS_NETWORK_MODES = ("hostPort", "hostNetwork", "none")
 DNS_POLICIES = ("ClusterFirst", "ClusterFirstWithHostNet", "Default", "None")
 TOLERATION_OPERATORS = ("Exists", "Equal")
-TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 # update_strategy types, by the kind of workload the section deploys
 DAEMONSET_STRATEGIES = ("RollingUpdate", "OnDelete")
 DEPLOYMENT_STRATEGIES = ("RollingUpdate", "Recreate")
