@@ -12,12 +12,16 @@ def _in_ci() -> bool:
     return os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
+# marker -> the variable that gives what its tests need
+OUTSIDE_INPUTS = {"real_kubernetes": "RKE_PY_KUBE_BINARIES", "kdm": "RKE_PY_KDM"}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests of what only real Kubernetes does (pods run) are left out, not skipped, without its binaries:
-    the stand-ins run no pods by design, so there is nothing for them to show."""
-    if os.environ.get("RKE_PY_KUBE_BINARIES"):
-        return
-    left_out = [item for item in items if item.get_closest_marker("real_kubernetes")]
+    """Tests that need something from outside the repository are left out, not skipped, without it: what
+    only real Kubernetes does (pods run; the stand-ins run none by design), and comparisons with RKE's own
+    rendering of KDM's templates."""
+    absent = [marker for marker, var in OUTSIDE_INPUTS.items() if not os.environ.get(var)]
+    left_out = [item for item in items if any(item.get_closest_marker(m) for m in absent)]
     if left_out:
         config.hook.pytest_deselected(items=left_out)
         items[:] = [item for item in items if item not in left_out]

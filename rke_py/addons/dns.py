@@ -12,10 +12,10 @@ import json
 from typing import Any
 
 from rke_py.addons import k8s
+from rke_py.addons.coredns import DNS_LABELS, coredns, linear_params
 from rke_py.addons.k8s import Obj, rule
 from rke_py.config.schema import ClusterConfig
 
-DNS_LABELS = {"k8s-app": "kube-dns"}  # the Service selects both providers' pods by it
 NODELOCAL_UPSTREAM = "kube-dns-upstream"
 
 
@@ -28,54 +28,7 @@ def objects(config: ClusterConfig) -> list[Obj]:
     return []
 
 
-def _forward(config: ClusterConfig) -> str:
-    return " ".join(config.dns.upstreamnameservers) or "/etc/resolv.conf"
-
-
-def corefile(config: ClusterConfig) -> str:
-    dns, domain = config.dns, config.services.kubelet.cluster_domain
-    zones = " ".join([domain, "in-addr.arpa", "ip6.arpa", *dns.reversecidrs])
-    lines = [
-        ".:53 {",
-        "    errors",
-        "    health {",
-        "        lameduck 5s",
-        "    }",
-        "    ready",
-        f"    kubernetes {zones} {{",
-        "        pods insecure",
-        "        fallthrough in-addr.arpa ip6.arpa",
-        "    }",
-        "    prometheus :9153",
-        f"    forward . {_forward(config)}",
-        "    cache 30",
-        "    loop",
-        "    reload",
-        "    loadbalance",
-        "}",
-    ]
-    for domain_name, servers in sorted(dns.stubdomains.items()):
-        lines += [
-            f"{domain_name}:53 {{",
-            "    errors",
-            "    cache 30",
-            f"    forward . {' '.join(servers)}",
-            "}",
-        ]
-    return "\n".join(lines) + "\n"
-
-
 def _autoscaler(config: ClusterConfig, name: str, image: str, target: str) -> list[Obj]:
-    params = config.dns.linear_autoscaler_params
-    assert params is not None  # filled by the defaults
-    linear: dict[str, Any] = {
-        "coresPerReplica": params.cores_per_replica,
-        "nodesPerReplica": params.nodes_per_replica,
-        "min": params.min,
-        "preventSinglePointFailure": bool(params.prevent_single_point_failure),
-    }
-    if params.max:
-        linear["max"] = params.max
     rules = [
         rule([""], ["nodes"], ["list", "watch"]),
         rule([""], ["replicationcontrollers/scale"], ["get", "update"]),
@@ -87,7 +40,7 @@ def _autoscaler(config: ClusterConfig, name: str, image: str, target: str) -> li
         "--namespace=kube-system",
         f"--configmap={name}",
         f"--target=Deployment/{target}",
-        "--default-params=" + json.dumps({"linear": linear}, separators=(",", ":"), sort_keys=True),
+        f"--default-params={linear_params(config)}",
         "--logtostderr=true",
         "--v=2",
     ]
@@ -119,62 +72,6 @@ def _dns_service(
         "kubernetes.io/name": "CoreDNS" if config.dns.provider == "coredns" else "KubeDNS",
     }
     return service
-
-
-def coredns(config: ClusterConfig) -> list[Obj]:
-    dns = config.dns
-    rules = [
-        rule([""], ["endpoints", "services", "pods", "namespaces"], ["list", "watch"]),
-        rule(["discovery.k8s.io"], ["endpointslices"], ["list", "watch"]),
-        rule([""], ["nodes"], ["get"]),
-    ]
-    container = k8s.container(
-        "coredns",
-        config.system_images.coredns,
-        args=["-conf", "/etc/coredns/Corefile"],
-        resources={"limits": {"memory": "170Mi"}, "requests": {"cpu": "100m", "memory": "70Mi"}},
-        ports=[
-            {"name": "dns", "containerPort": 53, "protocol": "UDP"},
-            {"name": "dns-tcp", "containerPort": 53, "protocol": "TCP"},
-            {"name": "metrics", "containerPort": 9153, "protocol": "TCP"},
-        ],
-        livenessProbe={
-            "httpGet": {"path": "/health", "port": 8080},
-            "initialDelaySeconds": 60,
-            "failureThreshold": 5,
-        },
-        readinessProbe={"httpGet": {"path": "/ready", "port": 8181}},
-        securityContext={
-            "allowPrivilegeEscalation": False,
-            "capabilities": {"add": ["NET_BIND_SERVICE"], "drop": ["ALL"]},
-            "readOnlyRootFilesystem": True,
-        },
-        volumeMounts=[k8s.mount("config-volume", "/etc/coredns", read_only=True)],
-    )
-    pod = k8s.pod_spec(
-        [container],
-        account="coredns",
-        node_selector=dns.node_selector,
-        tolerations_=k8s.tolerations(dns.tolerations, k8s.CRITICAL_TOLERATIONS),
-        priority_class="system-cluster-critical",
-        dnsPolicy="Default",
-        volumes=[
-            {
-                "name": "config-volume",
-                "configMap": {"name": "coredns", "items": [{"key": "Corefile", "path": "Corefile"}]},
-            }
-        ],
-    )
-    service = _dns_service(config, clusterIP=config.services.kubelet.cluster_dns_server)
-    service["spec"]["ports"].append(k8s.port("metrics", 9153))
-    return [
-        k8s.service_account("coredns"),
-        *k8s.bound_role("system:coredns", rules, "coredns"),
-        k8s.config_map("coredns", {"Corefile": corefile(config)}),
-        k8s.workload("Deployment", "coredns", DNS_LABELS, pod, strategy=dns.update_strategy),
-        service,
-        *_autoscaler(config, "coredns-autoscaler", config.system_images.coredns_autoscaler, "coredns"),
-    ]
 
 
 def kube_dns(config: ClusterConfig) -> list[Obj]:

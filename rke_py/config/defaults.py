@@ -166,12 +166,8 @@ def _network(config: ClusterConfig) -> None:
 def _addons(config: ClusterConfig) -> None:
     dns, ingress, monitoring = config.dns, config.ingress, config.monitoring
     dns.provider = dns.provider or DNS_PROVIDER
-    params = dns.linear_autoscaler_params = dns.linear_autoscaler_params or LinearAutoscalerParams()
-    params.cores_per_replica = params.cores_per_replica or 128
-    params.nodes_per_replica = params.nodes_per_replica or 4
-    params.min = params.min or 1
-    if params.prevent_single_point_failure is None:
-        params.prevent_single_point_failure = True
+    if dns.linear_autoscaler_params is None:  # as RKE: given ones are taken as they are, unset fields off
+        dns.linear_autoscaler_params = LinearAutoscalerParams(128, 4, 1, 0, True)
     ingress.provider = ingress.provider or INGRESS_PROVIDER
     ingress.network_mode = ingress.network_mode or INGRESS_NETWORK_MODE
     ingress.http_port = ingress.http_port or INGRESS_HTTP_PORT

@@ -10,7 +10,7 @@ import ipaddress
 import re
 from typing import Any
 
-from rke_py.addons import user
+from rke_py.addons import coredns, user
 from rke_py.config import kdm
 from rke_py.config.defaults import PROVIDER_OPTIONS
 from rke_py.config.findings import Findings, Path, did_you_mean, dotted, excerpt
@@ -70,10 +70,11 @@ def providers(config: ClusterConfig, findings: Findings) -> None:
 def ignored(config: ClusterConfig, findings: Findings) -> None:
     """Add-on keys rke-py reads but does not act on: said at their line, never silently dropped."""
     hint = "rke-py does not use it; remove it"
-    if config.dns.options:
-        findings.warning(
-            ("dns", "options"), "dns.options is not used by the coredns or kube-dns add-on", hint
-        )
+    used = coredns.OPTIONS if config.dns.provider == "coredns" else ()
+    for key in config.dns.options:
+        if key not in used:
+            message = f"dns.options.{key} is not used by the {config.dns.provider} add-on"
+            findings.warning(("dns", "options", key), message, hint)
     for key, value in config.network.extra.items():
         for sub in value if isinstance(value, dict) else {}:
             if (key, sub) not in PROVIDER_OPTIONS:
@@ -218,8 +219,14 @@ def dns(config: ClusterConfig, findings: Findings) -> None:
         return
     base = ("dns", "linear_autoscaler_params")
     for key in ("cores_per_replica", "nodes_per_replica"):
-        if getattr(params, key) <= 0:
-            findings.error((*base, key), f"{key} must be above 0", "e.g. 128 cores or 4 nodes per replica")
+        if getattr(params, key) < 0:
+            findings.error((*base, key), f"{key} cannot be negative", "e.g. 128 cores or 4 nodes per replica")
+    if not (params.cores_per_replica or params.nodes_per_replica):
+        findings.error(
+            base,
+            "the autoscaler needs cores_per_replica or nodes_per_replica",
+            "e.g. cores_per_replica: 128 and nodes_per_replica: 4, RKE's defaults",
+        )
     if params.min < 0 or params.max < 0 or (params.max and params.max < params.min):
         findings.error((*base, "max"), "max must be 0 (no limit) or at least min", "")
 

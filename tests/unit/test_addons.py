@@ -91,8 +91,8 @@ def test_coredns_nodelocal_and_autoscaler_follow_dns_settings():
     path = FIXTURES / "calico_everything.yml"
     objects = objects_of(path)
     corefile = find(objects, "configmap/kube-system/coredns")["data"]["Corefile"]
-    assert "kubernetes cluster.local in-addr.arpa ip6.arpa 10.0.0.0/8 {" in corefile
-    assert "forward . /etc/resolv.conf" in corefile
+    assert "kubernetes cluster.local 10.0.0.0/8 {" in corefile  # RKE's: the given reverse zones only
+    assert 'forward . "/etc/resolv.conf"' in corefile
     autoscaler = find(objects, "deployment/kube-system/coredns-autoscaler")["spec"]["template"]["spec"]
     params = next(a for a in autoscaler["containers"][0]["command"] if a.startswith("--default-params="))
     assert json.loads(params.split("=", 1)[1]) == {
@@ -101,8 +101,7 @@ def test_coredns_nodelocal_and_autoscaler_follow_dns_settings():
             "nodesPerReplica": 2,
             "min": 2,
             "max": 5,
-            "preventSinglePointFailure": True,
-        }
+        }  # RKE's defaults apply only when linear_autoscaler_params is absent
     }
     assert (
         "replicas" not in find(objects, "deployment/kube-system/coredns")["spec"]

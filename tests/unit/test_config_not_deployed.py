@@ -35,7 +35,7 @@ def test_add_on_keys_rke_py_does_not_use_are_named_with_their_lines():
     )
     loaded = load_text(text)
     assert [str(w) for w in loaded.warnings] == [
-        "cluster.yml:6:3: warning: dns.options is not used by the coredns or kube-dns add-on — rke-py "
+        "cluster.yml:6:13: warning: dns.options.a is not used by the coredns add-on — rke-py "
         "does not use it; remove it",
         "cluster.yml:9:41: warning: network.canal_network_provider.x is not used by rke-py — rke-py does not "
         "use it; remove it",

@@ -1,0 +1,3 @@
+module rke-py.local/kdm-renderer
+
+go 1.21
