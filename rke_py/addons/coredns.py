@@ -15,21 +15,29 @@ from typing import Any
 from rke_py.addons import k8s
 from rke_py.addons.k8s import Obj, rule
 from rke_py.config.kdm import version_key
-from rke_py.config.schema import ClusterConfig
+from rke_py.config.schema import DNS_OPTIONS, ClusterConfig
 
 DNS_LABELS = {"k8s-app": "kube-dns"}  # the Service selects both providers' pods by it
 AUTOSCALER = "coredns-autoscaler"
-PRIORITY_OPTION, AUTOSCALER_PRIORITY_OPTION = OPTIONS = (  # dns.options keys, as RKE names them
-    "coredns_priority_class_name",
-    "coredns_autoscaler_priority_class_name",
-)
+PRIORITY_OPTION, AUTOSCALER_PRIORITY_OPTION = DNS_OPTIONS["coredns"]
 # KDM serves `coredns-v1.8.3-rancher3` from these versions on (v1.27 from .13, v1.28 from .9), rancher2
 # before; rancher3 selects nodes by `kubernetes.io/os`, rancher2 by the beta label.
 RANCHER3_FROM = ((1, 27, 13), (1, 28, 9))
-TOLERATE_ALL: list[dict[str, Any]] = [
-    {"effect": "NoExecute", "operator": "Exists"},
-    {"effect": "NoSchedule", "operator": "Exists"},
-]
+# Both providers' pods: CriticalAddonsOnly and every taint, and one pod per node where there are enough.
+DNS_TOLERATIONS = [{"key": "CriticalAddonsOnly", "operator": "Exists"}, *k8s.TOLERATE_ALL]
+DNS_ANTI_AFFINITY: dict[str, Any] = {
+    "preferredDuringSchedulingIgnoredDuringExecution": [
+        {
+            "weight": 100,
+            "podAffinityTerm": {
+                "labelSelector": {
+                    "matchExpressions": [{"key": "k8s-app", "operator": "In", "values": ["kube-dns"]}]
+                },
+                "topologyKey": "kubernetes.io/hostname",
+            },
+        }
+    ]
+}
 WORKER_AFFINITY: dict[str, Any] = {
     "nodeAffinity": {
         "requiredDuringSchedulingIgnoredDuringExecution": {
@@ -114,7 +122,8 @@ def linear_params(config: ClusterConfig) -> str:
         "max": params.max,
         "preventSinglePointFailure": params.prevent_single_point_failure,
     }
-    return json.dumps({"linear": {k: v for k, v in fields.items() if v}}, separators=(",", ":"))
+    linear = {k: int(v) if isinstance(v, float) and v.is_integer() else v for k, v in fields.items() if v}
+    return json.dumps({"linear": linear}, separators=(",", ":"))  # Go writes 64.0 as 64
 
 
 def _tolerations(config: ClusterConfig, default: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -157,26 +166,12 @@ def coredns(config: ClusterConfig) -> list[Obj]:
         readinessProbe={"httpGet": {"path": "/ready", "port": 8181, "scheme": "HTTP"}},
         securityContext=security,
     )
-    anti_affinity: dict[str, Any] = {
-        "preferredDuringSchedulingIgnoredDuringExecution": [
-            {
-                "weight": 100,
-                "podAffinityTerm": {
-                    "labelSelector": {
-                        "matchExpressions": [{"key": "k8s-app", "operator": "In", "values": ["kube-dns"]}]
-                    },
-                    "topologyKey": "kubernetes.io/hostname",
-                },
-            }
-        ]
-    }
-    critical = [{"key": "CriticalAddonsOnly", "operator": "Exists"}, *TOLERATE_ALL]
     pod: dict[str, Any] = {
         "priorityClassName": dns.options.get(PRIORITY_OPTION) or "system-cluster-critical",
         **({"serviceAccountName": "coredns"} if rbac else {}),
-        "tolerations": _tolerations(config, critical),
+        "tolerations": _tolerations(config, DNS_TOLERATIONS),
         "nodeSelector": {os_label: "linux", **dns.node_selector},
-        "affinity": {**WORKER_AFFINITY, "podAntiAffinity": anti_affinity},
+        "affinity": {**WORKER_AFFINITY, "podAntiAffinity": DNS_ANTI_AFFINITY},
         "containers": [container],
         "dnsPolicy": "Default",
         "volumes": [
@@ -274,7 +269,7 @@ def _autoscaler(config: ClusterConfig, rbac: bool) -> list[Obj]:
         **({"priorityClassName": priority} if priority else {}),
         "nodeSelector": {os_label: "linux"},
         "affinity": WORKER_AFFINITY,
-        "tolerations": _tolerations(config, TOLERATE_ALL),
+        "tolerations": _tolerations(config, k8s.TOLERATE_ALL),
         "containers": [container],
     }
     return [

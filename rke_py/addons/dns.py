@@ -8,12 +8,12 @@ never sets it, so the two do not fight over it.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from rke_py.addons import k8s
-from rke_py.addons.coredns import DNS_LABELS, coredns, linear_params
-from rke_py.addons.k8s import Obj, rule
+from rke_py.addons.coredns import DNS_LABELS, coredns
+from rke_py.addons.k8s import Obj
+from rke_py.addons.kubedns import kube_dns
 from rke_py.config.schema import ClusterConfig
 
 NODELOCAL_UPSTREAM = "kube-dns-upstream"
@@ -28,40 +28,6 @@ def objects(config: ClusterConfig) -> list[Obj]:
     return []
 
 
-def _autoscaler(config: ClusterConfig, name: str, image: str, target: str) -> list[Obj]:
-    rules = [
-        rule([""], ["nodes"], ["list", "watch"]),
-        rule([""], ["replicationcontrollers/scale"], ["get", "update"]),
-        rule(["apps"], ["deployments/scale", "replicasets/scale"], ["get", "update"]),
-        rule([""], ["configmaps"], ["get", "create"]),
-    ]
-    command = [
-        "/cluster-proportional-autoscaler",
-        "--namespace=kube-system",
-        f"--configmap={name}",
-        f"--target=Deployment/{target}",
-        f"--default-params={linear_params(config)}",
-        "--logtostderr=true",
-        "--v=2",
-    ]
-    pod = k8s.pod_spec(
-        [
-            k8s.container(
-                "autoscaler", image, command=command, resources={"requests": {"cpu": "20m", "memory": "10Mi"}}
-            )
-        ],
-        account=name,
-        node_selector=config.dns.node_selector,
-        tolerations_=k8s.tolerations(config.dns.tolerations, k8s.CRITICAL_TOLERATIONS),
-        priority_class="system-cluster-critical",
-    )
-    return [
-        k8s.service_account(name),
-        *k8s.bound_role(name, rules, name),
-        k8s.workload("Deployment", name, {"k8s-app": name}, pod),
-    ]
-
-
 def _dns_service(
     config: ClusterConfig, name: str = "kube-dns", selector: dict[str, str] = DNS_LABELS, **spec: Any
 ) -> Obj:
@@ -72,81 +38,6 @@ def _dns_service(
         "kubernetes.io/name": "CoreDNS" if config.dns.provider == "coredns" else "KubeDNS",
     }
     return service
-
-
-def kube_dns(config: ClusterConfig) -> list[Obj]:
-    dns, images = config.dns, config.system_images
-    domain = config.services.kubelet.cluster_domain
-    data = {}
-    if dns.upstreamnameservers:
-        data["upstreamNameservers"] = json.dumps(dns.upstreamnameservers)
-    if dns.stubdomains:
-        data["stubDomains"] = json.dumps(dns.stubdomains, sort_keys=True)
-    volume = k8s.mount("kube-dns-config", "/kube-dns-config")
-    containers = [
-        k8s.container(
-            "kubedns",
-            images.kubedns,
-            args=[f"--domain={domain}.", "--dns-port=10053", "--config-dir=/kube-dns-config", "--v=2"],
-            env=k8s.env(PROMETHEUS_PORT="10055"),
-            ports=[
-                {"name": "dns-local", "containerPort": 10053, "protocol": "UDP"},
-                {"name": "dns-tcp-local", "containerPort": 10053, "protocol": "TCP"},
-                {"name": "metrics", "containerPort": 10055, "protocol": "TCP"},
-            ],
-            readinessProbe={"httpGet": {"path": "/readiness", "port": 8081}, "initialDelaySeconds": 3},
-            volumeMounts=[volume],
-        ),
-        k8s.container(
-            "dnsmasq",
-            images.dnsmasq,
-            args=[
-                "-v=2",
-                "-logtostderr",
-                "-configDir=/etc/k8s/dns/dnsmasq-nanny",
-                "-restartDnsmasq=true",
-                "--",
-                "-k",
-                "--cache-size=1000",
-                "--log-facility=-",
-                f"--server=/{domain}/127.0.0.1#10053",
-                "--server=/in-addr.arpa/127.0.0.1#10053",
-                "--server=/ip6.arpa/127.0.0.1#10053",
-            ],
-            ports=[
-                {"name": "dns", "containerPort": 53, "protocol": "UDP"},
-                {"name": "dns-tcp", "containerPort": 53, "protocol": "TCP"},
-            ],
-            volumeMounts=[k8s.mount("kube-dns-config", "/etc/k8s/dns/dnsmasq-nanny")],
-        ),
-        k8s.container(
-            "sidecar",
-            images.kubedns_sidecar,
-            args=[
-                "--v=2",
-                "--logtostderr",
-                f"--probe=kubedns,127.0.0.1:10053,kubernetes.default.svc.{domain},5,SRV",
-                f"--probe=dnsmasq,127.0.0.1:53,kubernetes.default.svc.{domain},5,SRV",
-            ],
-            ports=[{"name": "metrics", "containerPort": 10054, "protocol": "TCP"}],
-        ),
-    ]
-    pod = k8s.pod_spec(
-        containers,
-        account="kube-dns",
-        node_selector=dns.node_selector,
-        tolerations_=k8s.tolerations(dns.tolerations, k8s.CRITICAL_TOLERATIONS),
-        priority_class="system-cluster-critical",
-        dnsPolicy="Default",
-        volumes=[{"name": "kube-dns-config", "configMap": {"name": "kube-dns", "optional": True}}],
-    )
-    return [
-        k8s.service_account("kube-dns"),
-        k8s.config_map("kube-dns", data),
-        k8s.workload("Deployment", "kube-dns", DNS_LABELS, pod, strategy=dns.update_strategy),
-        _dns_service(config, clusterIP=config.services.kubelet.cluster_dns_server),
-        *_autoscaler(config, "kube-dns-autoscaler", images.kubedns_autoscaler, "kube-dns"),
-    ]
 
 
 def nodelocal_objects(config: ClusterConfig) -> list[Obj]:

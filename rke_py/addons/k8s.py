@@ -18,6 +18,10 @@ RBAC = "rbac.authorization.k8s.io/v1"
 SYSTEM = "kube-system"
 LINUX = {"kubernetes.io/os": "linux"}
 # Add-ons that keep the cluster running tolerate every taint, as RKE's templates do.
+TOLERATE_ALL: list[dict[str, Any]] = [
+    {"effect": "NoExecute", "operator": "Exists"},
+    {"effect": "NoSchedule", "operator": "Exists"},
+]
 CRITICAL_TOLERATIONS = [
     {"operator": "Exists", "effect": "NoSchedule"},
     {"operator": "Exists", "effect": "NoExecute"},

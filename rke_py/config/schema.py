@@ -246,6 +246,13 @@ class LinearAutoscalerParams:
     prevent_single_point_failure: bool | None = None
 
 
+# The dns.options keys each provider's add-on reads (RKE's names): its priority classes.
+DNS_OPTIONS = {
+    "coredns": ("coredns_priority_class_name", "coredns_autoscaler_priority_class_name"),
+    "kube-dns": ("kube_dns_priority_class_name", "kube_dns_autoscaler_priority_class_name"),
+}
+
+
 @dataclass
 class DNS:
     provider: str = ""

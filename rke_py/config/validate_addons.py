@@ -10,11 +10,11 @@ import ipaddress
 import re
 from typing import Any
 
-from rke_py.addons import coredns, user
+from rke_py.addons import user
 from rke_py.config import kdm
 from rke_py.config.defaults import PROVIDER_OPTIONS
 from rke_py.config.findings import Findings, Path, did_you_mean, dotted, excerpt
-from rke_py.config.schema import ClusterConfig, Toleration
+from rke_py.config.schema import DNS_OPTIONS, ClusterConfig, Toleration
 from rke_py.config.validate_nodes import TAINT_EFFECTS
 
 NETWORK_PLUGINS = ("canal", "flannel", "calico", "none")  # what rke-py deploys
@@ -70,7 +70,7 @@ def providers(config: ClusterConfig, findings: Findings) -> None:
 def ignored(config: ClusterConfig, findings: Findings) -> None:
     """Add-on keys rke-py reads but does not act on: said at their line, never silently dropped."""
     hint = "rke-py does not use it; remove it"
-    used = coredns.OPTIONS if config.dns.provider == "coredns" else ()
+    used = DNS_OPTIONS.get(config.dns.provider, ())
     for key in config.dns.options:
         if key not in used:
             message = f"dns.options.{key} is not used by the {config.dns.provider} add-on"

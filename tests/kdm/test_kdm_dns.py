@@ -20,18 +20,18 @@ pytestmark = pytest.mark.kdm
 
 NODES = "nodes: [{address: 192.0.2.11, user: u, role: [etcd, controlplane, worker]}]\n"
 CLUSTERS = {
-    "defaults": "",
+    "defaults": "dns: {{provider: {provider}}}\n",
     "everything": """
 dns:
-  provider: coredns
+  provider: {provider}
   upstreamnameservers: [192.0.2.53, 192.0.2.54]
   reversecidrs: [10.0.0.0/8]
-  node_selector: {dns: "yes"}
-  tolerations: [{key: dedicated, operator: Equal, value: dns, effect: NoSchedule}]
-  update_strategy: {strategy: RollingUpdate, rollingUpdate: {maxUnavailable: 2}}
-  linear_autoscaler_params: {cores_per_replica: 64, nodes_per_replica: 2, min: 2, max: 9}
-  options: {coredns_priority_class_name: dns-high, coredns_autoscaler_priority_class_name: dns-low}
-services: {kubelet: {cluster_domain: corp.local, cluster_dns_server: 10.43.0.53}}
+  node_selector: {{dns: "yes"}}
+  tolerations: [{{key: dedicated, operator: Equal, value: dns, effect: NoSchedule}}]
+  update_strategy: {{strategy: RollingUpdate, rollingUpdate: {{maxUnavailable: 2}}}}
+  linear_autoscaler_params: {{cores_per_replica: 64, nodes_per_replica: 2, min: 2, max: 9}}
+  options: {{{options}}}
+{stubdomains}services: {{kubelet: {{cluster_domain: corp.local, cluster_dns_server: 10.43.0.53}}}}
 """,
 }
 VERSIONS = [v for v in versions.versions() if versions.version_key(v)[:2] >= (1, 27)]
@@ -51,52 +51,97 @@ def _linear(config: ClusterConfig) -> str:
             "max": p.max,
             "preventSinglePointFailure": p.prevent_single_point_failure,
         }
-    return json.dumps({k: v for k, v in fields.items() if v}, separators=(",", ":"))
+    go = {k: int(v) if isinstance(v, float) and v.is_integer() else v for k, v in fields.items() if v}
+    return json.dumps(go, separators=(",", ":"))  # Go's encoding/json writes 64.0 as 64
 
 
-def _dns_strategy(config: ClusterConfig) -> dict[str, Any]:
-    """setDNSDeploymentAddonDefaults for CoreDNS, as the appsv1.DeploymentStrategy RKE passes."""
+# provider -> KDM's key, RKE's add-on name, the fields naming its images, its dns.options keys, and
+# the rolling update RKE's setDNSDeploymentAddonDefaults gives it
+PROVIDERS: dict[str, dict[str, Any]] = {
+    "coredns": {
+        "kdm": "coreDNS",
+        "addon": "rke-coredns-addon",
+        "images": {"CoreDNSImage": "coredns", "CoreDNSAutoScalerImage": "coredns_autoscaler"},
+        "options": {
+            "CoreDNSPriorityClassName": "coredns_priority_class_name",
+            "CoreDNSAutoscalerPriorityClassName": "coredns_autoscaler_priority_class_name",
+        },
+        "rolling": {"maxUnavailable": 1, "maxSurge": 0},
+        "default": "maxUnavailable",
+    },
+    "kube-dns": {
+        "kdm": "kubeDNS",
+        "addon": "rke-kube-dns-addon",
+        "images": {
+            "KubeDNSImage": "kubedns",
+            "DNSMasqImage": "dnsmasq",
+            "KubeDNSSidecarImage": "kubedns_sidecar",
+            "KubeDNSAutoScalerImage": "kubedns_autoscaler",
+        },
+        "options": {
+            "KubeDNSPriorityClassName": "kube_dns_priority_class_name",
+            "KubeDNSAutoscalerPriorityClassName": "kube_dns_autoscaler_priority_class_name",
+        },
+        "rolling": {"maxUnavailable": 0, "maxSurge": "10%"},
+        "default": "maxSurge",
+    },
+}
+
+
+def _dns_strategy(config: ClusterConfig, provider: dict[str, Any]) -> dict[str, Any]:
+    """setDNSDeploymentAddonDefaults, as the appsv1.DeploymentStrategy RKE passes."""
     given = config.dns.update_strategy
     kind, rolling = given.get("strategy", ""), given.get("rollingUpdate")
     if kind not in ("", "RollingUpdate"):
         return {"type": kind, "rollingUpdate": rolling} if rolling else {"type": kind}
     if rolling is None:
-        return {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}
+        return {"type": "RollingUpdate", "rollingUpdate": provider["rolling"]}
     strategy: dict[str, Any] = {"type": kind} if kind else {}
-    return {**strategy, "rollingUpdate": {"maxUnavailable": 1, **rolling}}
+    field = provider["default"]
+    return {**strategy, "rollingUpdate": {field: provider["rolling"][field], **rolling}}
 
 
-def coredns_options(config: ClusterConfig) -> dict[str, Any]:
+def dns_options(config: ClusterConfig, name: str) -> dict[str, Any]:
+    """CoreDNSOptions or KubeDNSOptions as RKE's deployCoreDNS and deployKubeDNS fill them."""
+    provider = PROVIDERS[name]
     dns, kubelet = config.dns, config.services.kubelet
     toleration_fields = ("key", "operator", "value", "effect", "tolerationSeconds")
     return {
         "RBACConfig": config.authorization.mode,
-        "CoreDNSImage": config.system_images.coredns,
-        "CoreDNSAutoScalerImage": config.system_images.coredns_autoscaler,
+        **{field: getattr(config.system_images, key) for field, key in provider["images"].items()},
         "ClusterDomain": kubelet.cluster_domain,
         "ClusterDNSServer": kubelet.cluster_dns_server,
         "ReverseCIDRs": dns.reversecidrs or None,
         "UpstreamNameservers": dns.upstreamnameservers or None,
+        "StubDomains": dns.stubdomains or None,
         "NodeSelector": dns.node_selector or None,
-        "UpdateStrategy": _dns_strategy(config),
+        "UpdateStrategy": _dns_strategy(config, provider),
         "LinearAutoscalerParams": _linear(config),
         "Tolerations": [
             {f: getattr(t, f) for f in toleration_fields if getattr(t, f) not in ("", None)}
             for t in dns.tolerations
         ]
         or None,
-        "CoreDNSPriorityClassName": dns.options.get("coredns_priority_class_name", ""),
-        "CoreDNSAutoscalerPriorityClassName": dns.options.get("coredns_autoscaler_priority_class_name", ""),
+        **{field: dns.options.get(key, "") for field, key in provider["options"].items()},
     }
 
 
+def _rev_server(arg: str) -> str:
+    """dnsmasq's --rev-server for a reverse CIDR RKE wrote as a domain (`--server=/10.0.0.0/8/...`)."""
+    match = re.fullmatch(r"--server=/(\d+\.\d+\.\d+\.\d+/\d+)/(.*)", arg)
+    return f"--rev-server={match.group(1)},{match.group(2)}" if match else arg
+
+
 def with_rke_py_departures(objects: list[kdm.Obj]) -> list[kdm.Obj]:
-    """RKE's CoreDNS objects with what rke-py does differently on purpose (README, "Add-ons"): the
-    Deployment leaves its replicas to the autoscaler, and reverse CIDRs are zones in the Corefile, not
-    Go's printing of a list (`[10.0.0.0/8]`)."""
+    """RKE's DNS objects with what rke-py does differently on purpose (README, "Add-ons"): the CoreDNS
+    Deployment leaves its replicas to the autoscaler, and reverse CIDRs are zones in the Corefile (not Go's
+    printing of a list, `[10.0.0.0/8]`) and dnsmasq's --rev-server for kube-dns."""
     for item in objects:
         if item["kind"] == "Deployment" and item["metadata"]["name"] == "coredns":
             item["spec"].pop("replicas", None)
+        if item["kind"] == "Deployment" and item["metadata"]["name"] == "kube-dns":
+            dnsmasq = item["spec"]["template"]["spec"]["containers"][1]
+            dnsmasq["args"] = [_rev_server(arg) for arg in dnsmasq["args"]]
         if item["kind"] == "ConfigMap" and item["metadata"]["name"] == "coredns":
             corefile = item["data"]["Corefile"]
             item["data"]["Corefile"] = re.sub(r"\[([^]]*)\]", r"\1", corefile)
@@ -105,9 +150,14 @@ def with_rke_py_departures(objects: list[kdm.Obj]) -> list[kdm.Obj]:
 
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("cluster", sorted(CLUSTERS))
-def test_kdm_coredns_objects_equal_rkes(cluster: str, version: str) -> None:
-    text = f"{NODES}kubernetes_version: {version}\n{CLUSTERS[cluster]}"
-    config = load_text(text).config
-    rke = kdm.render("coreDNS", version, coredns_options(config), pointers=("UpdateStrategy",))
-    ours = next(a.objects for a in build(config) if a.name == "rke-coredns-addon")
+@pytest.mark.parametrize("provider", sorted(PROVIDERS))
+def test_kdm_dns_objects_equal_rkes(provider: str, cluster: str, version: str) -> None:
+    settings = PROVIDERS[provider]
+    options = ", ".join(f"{key}: class-{i}" for i, key in enumerate(settings["options"].values()))
+    stub = "  stubdomains: {corp.example.com: [192.0.2.55]}\n" if provider == "kube-dns" else ""
+    body = CLUSTERS[cluster].format(provider=provider, options=options, stubdomains=stub)
+    config = load_text(f"{NODES}kubernetes_version: {version}\n{body}").config
+    kdm_key, addon = settings["kdm"], settings["addon"]
+    rke = kdm.render(kdm_key, version, dns_options(config, provider), pointers=("UpdateStrategy",))
+    ours = next(a.objects for a in build(config) if a.name == addon)
     assert kdm.differences(with_rke_py_departures(rke), ours) == []
