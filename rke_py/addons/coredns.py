@@ -93,21 +93,17 @@ def corefile(config: ClusterConfig) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _strategy(config: ClusterConfig) -> dict[str, Any]:
-    """RKE's default for CoreDNS (setDNSDeploymentAddonDefaults): one pod down at a time, none extra."""
+def dns_strategy(config: ClusterConfig, default: dict[str, Any], kept: str) -> dict[str, Any]:
+    """RKE's setDNSDeploymentAddonDefaults: a rolling update gets the provider's `default` when none is
+    given, else its `kept` field when that one is missing; another strategy is taken as given."""
     given = config.dns.update_strategy
-    kind = given.get("strategy", "")
-    if kind not in ("", "RollingUpdate"):
-        return {
-            "type": kind,
-            **({"rollingUpdate": given["rollingUpdate"]} if "rollingUpdate" in given else {}),
-        }
-    if not given.get("rollingUpdate"):
-        return {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}
-    return {
-        **({"type": kind} if kind else {}),
-        "rollingUpdate": {"maxUnavailable": 1, **given["rollingUpdate"]},
-    }
+    fields = k8s.strategy_fields(given)
+    if given.get("strategy") not in (None, "", "RollingUpdate"):
+        return fields
+    if "rollingUpdate" not in fields:
+        return {"type": "RollingUpdate", "rollingUpdate": dict(default)}
+    fields["rollingUpdate"] = {kept: default[kept], **fields["rollingUpdate"]}
+    return fields
 
 
 def linear_params(config: ClusterConfig) -> str:
@@ -187,7 +183,7 @@ def coredns(config: ClusterConfig) -> list[Obj]:
         DNS_LABELS,
         pod,
         pod_annotations={"seccomp.security.alpha.kubernetes.io/pod": "docker/default"},
-        strategy=_strategy(config),
+        strategy=dns_strategy(config, {"maxUnavailable": 1, "maxSurge": 0}, "maxUnavailable"),
     )
     deployment["metadata"]["labels"]["kubernetes.io/name"] = "CoreDNS"
     ports = [k8s.port("dns", 53, "UDP"), k8s.port("dns-tcp", 53, "TCP"), k8s.port("metrics", 9153)]

@@ -190,6 +190,13 @@ def tolerations(configured: list[Toleration], default: list[dict[str, Any]]) -> 
     return out
 
 
+def strategy_fields(given: dict[str, Any]) -> dict[str, Any]:
+    """cluster.yml's `{strategy, rollingUpdate}` as Kubernetes' `{type, rollingUpdate}`, each only when
+    given, as RKE copies them."""
+    out: dict[str, Any] = {"type": given["strategy"]} if given.get("strategy") else {}
+    return out | ({"rollingUpdate": dict(given["rollingUpdate"])} if given.get("rollingUpdate") else {})
+
+
 def update_strategy(configured: dict[str, Any], kind: str) -> dict[str, Any]:
     """RKE's `{strategy, rollingUpdate}` as a DaemonSet's updateStrategy or a Deployment's strategy."""
     if not configured:

@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from rke_py.addons import k8s
-from rke_py.addons.coredns import DNS_ANTI_AFFINITY, DNS_LABELS, DNS_TOLERATIONS, linear_params
+from rke_py.addons.coredns import DNS_ANTI_AFFINITY, DNS_LABELS, DNS_TOLERATIONS, dns_strategy, linear_params
 from rke_py.addons.k8s import Obj, rule
 from rke_py.config.schema import DNS_OPTIONS, ClusterConfig
 
@@ -20,18 +20,20 @@ AUTOSCALER = "kube-dns-autoscaler"
 PRIORITY_OPTION, AUTOSCALER_PRIORITY_OPTION = DNS_OPTIONS["kube-dns"]
 ADDON_MANAGER = {"kubernetes.io/cluster-service": "true", "addonmanager.kubernetes.io/mode": "Reconcile"}
 HEALTH = 10054  # the sidecar's port: its /metrics and the others' health checks
-NODE_AFFINITY: dict[str, Any] = {
-    "requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [
-            {
-                "matchExpressions": [
-                    {"key": "beta.kubernetes.io/os", "operator": "NotIn", "values": ["windows"]},
-                    {"key": "node-role.kubernetes.io/worker", "operator": "Exists"},
-                ]
-            }
-        ]
+NOT_WINDOWS_TERM = {"key": "beta.kubernetes.io/os", "operator": "NotIn", "values": ["windows"]}
+WORKER_TERM = {"key": "node-role.kubernetes.io/worker", "operator": "Exists"}
+
+
+def _node_affinity(*terms: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": list(terms)}]
+        }
     }
-}
+
+
+NODE_AFFINITY = _node_affinity(NOT_WINDOWS_TERM, WORKER_TERM)
+NOT_WINDOWS = _node_affinity(NOT_WINDOWS_TERM)  # NodeLocal DNSCache's
 
 
 def _liveness(path: str) -> dict[str, Any]:
@@ -42,17 +44,6 @@ def _liveness(path: str) -> dict[str, Any]:
         "successThreshold": 1,
         "failureThreshold": 5,
     }
-
-
-def _strategy(config: ClusterConfig) -> dict[str, Any]:
-    """RKE's default for kube-dns (setDNSDeploymentAddonDefaults): none down, 10% extra."""
-    given = config.dns.update_strategy
-    kind, rolling = given.get("strategy", ""), given.get("rollingUpdate")
-    if kind not in ("", "RollingUpdate"):
-        return {"type": kind, **({"rollingUpdate": rolling} if rolling else {})}
-    if not rolling:
-        return {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": "10%"}}
-    return {**({"type": kind} if kind else {}), "rollingUpdate": {"maxSurge": "10%", **rolling}}
 
 
 def _config_data(config: ClusterConfig) -> dict[str, str]:
@@ -151,7 +142,7 @@ def kube_dns(config: ClusterConfig) -> list[Obj]:
         DNS_LABELS,
         pod,
         pod_annotations={"scheduler.alpha.kubernetes.io/critical-pod": ""},
-        strategy=_strategy(config),
+        strategy=dns_strategy(config, {"maxUnavailable": 0, "maxSurge": "10%"}, "maxSurge"),
     )
     deployment["metadata"]["labels"].update(ADDON_MANAGER)
     ports = [k8s.port("dns", 53, "UDP"), k8s.port("dns-tcp", 53, "TCP")]

@@ -161,3 +161,49 @@ def test_kdm_dns_objects_equal_rkes(provider: str, cluster: str, version: str) -
     rke = kdm.render(kdm_key, version, dns_options(config, provider), pointers=("UpdateStrategy",))
     ours = next(a.objects for a in build(config) if a.name == addon)
     assert kdm.differences(with_rke_py_departures(rke), ours) == []
+
+
+NODELOCAL = {
+    "defaults": "dns: {nodelocal: {ip_address: 169.254.20.10}}\n",
+    "everything": """
+dns:
+  nodelocal:
+    ip_address: 169.254.20.11
+    node_selector: {cache: "yes"}
+    update_strategy: {strategy: RollingUpdate, rollingUpdate: {maxUnavailable: 3}}
+    node_local_dns_priority_class_name: cache-high
+services: {kubelet: {cluster_domain: corp.local, cluster_dns_server: 10.43.0.53}}
+""",
+}
+
+
+def nodelocal_options(config: ClusterConfig) -> dict[str, Any]:
+    """NodelocalOptions as RKE's deployNodelocal fills them (its update strategy only when given)."""
+    nodelocal = config.dns.nodelocal
+    assert nodelocal is not None
+    given = nodelocal.update_strategy
+    strategy = None
+    if given:
+        strategy = {"type": given["strategy"]} if given.get("strategy") else {}
+        strategy |= {"rollingUpdate": given["rollingUpdate"]} if given.get("rollingUpdate") else {}
+    return {
+        "RBACConfig": config.authorization.mode,
+        "NodelocalImage": config.system_images.nodelocal,
+        "ClusterDomain": config.services.kubelet.cluster_domain,
+        "ClusterDNSServer": config.services.kubelet.cluster_dns_server,
+        "IPAddress": nodelocal.ip_address,
+        "NodeSelector": nodelocal.node_selector or None,
+        "UpdateStrategy": strategy,
+        "NodeLocalDNSPriorityClassName": nodelocal.node_local_dns_priority_class_name,
+    }
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("cluster", sorted(NODELOCAL))
+def test_kdm_nodelocal_objects_equal_rkes(cluster: str, version: str) -> None:
+    config = load_text(f"{NODES}kubernetes_version: {version}\n{NODELOCAL[cluster]}").config
+    options = nodelocal_options(config)
+    pointers = ("UpdateStrategy",) if options["UpdateStrategy"] is not None else ()
+    rke = kdm.render("nodelocal", version, options, pointers=pointers)
+    ours = next(a.objects for a in build(config) if a.name == "rke-nodelocal-addon")
+    assert kdm.differences(rke, ours) == []

@@ -107,7 +107,7 @@ def test_coredns_nodelocal_and_autoscaler_follow_dns_settings():
         "replicas" not in find(objects, "deployment/kube-system/coredns")["spec"]
     )  # the autoscaler's to set
     cache = find(objects, "daemonset/kube-system/node-local-dns")["spec"]["template"]["spec"]["containers"][0]
-    assert cache["args"][:2] == ["-localip", "169.254.20.10"]
+    assert cache["args"][:2] == ["-localip", "169.254.20.10,10.43.0.10"]  # and the cluster DNS address
     config = load(path).config
     assert flags(config, config.nodes[0])["cluster-dns"] == "169.254.20.10"  # pods ask the node-local cache
 
