@@ -13,7 +13,7 @@ import pytest
 from rke_py.addons import build
 from rke_py.config import kdm as versions
 from rke_py.config import load_text
-from rke_py.config.schema import ClusterConfig
+from rke_py.config.schema import ClusterConfig, Toleration
 from tests.kdm import kdm
 
 pytestmark = pytest.mark.kdm
@@ -35,6 +35,12 @@ dns:
 """,
 }
 VERSIONS = [v for v in versions.versions() if versions.version_key(v)[:2] >= (1, 27)]
+
+
+def tolerations(given: list[Toleration]) -> list[dict[str, Any]] | None:
+    """[]v1.Toleration as RKE passes it: JSON with the empty fields left out, nil when none."""
+    fields = ("key", "operator", "value", "effect", "tolerationSeconds")
+    return [{f: getattr(t, f) for f in fields if getattr(t, f) not in ("", None)} for t in given] or None
 
 
 def _linear(config: ClusterConfig) -> str:
@@ -105,7 +111,6 @@ def dns_options(config: ClusterConfig, name: str) -> dict[str, Any]:
     """CoreDNSOptions or KubeDNSOptions as RKE's deployCoreDNS and deployKubeDNS fill them."""
     provider = PROVIDERS[name]
     dns, kubelet = config.dns, config.services.kubelet
-    toleration_fields = ("key", "operator", "value", "effect", "tolerationSeconds")
     return {
         "RBACConfig": config.authorization.mode,
         **{field: getattr(config.system_images, key) for field, key in provider["images"].items()},
@@ -117,11 +122,7 @@ def dns_options(config: ClusterConfig, name: str) -> dict[str, Any]:
         "NodeSelector": dns.node_selector or None,
         "UpdateStrategy": _dns_strategy(config, provider),
         "LinearAutoscalerParams": _linear(config),
-        "Tolerations": [
-            {f: getattr(t, f) for f in toleration_fields if getattr(t, f) not in ("", None)}
-            for t in dns.tolerations
-        ]
-        or None,
+        "Tolerations": tolerations(dns.tolerations),
         **{field: dns.options.get(key, "") for field, key in provider["options"].items()},
     }
 
