@@ -19,6 +19,7 @@ from rke_py.config.schema import DNS_OPTIONS, ClusterConfig
 
 DNS_LABELS = {"k8s-app": "kube-dns"}  # the Service selects both providers' pods by it
 AUTOSCALER = "coredns-autoscaler"
+ROLLING = {"maxUnavailable": 1, "maxSurge": 0}  # RKE's rolling update for CoreDNS
 PRIORITY_OPTION, AUTOSCALER_PRIORITY_OPTION = DNS_OPTIONS["coredns"]
 # KDM serves `coredns-v1.8.3-rancher3` from these versions on (v1.27 from .13, v1.28 from .9), rancher2
 # before; rancher3 selects nodes by `kubernetes.io/os`, rancher2 by the beta label.
@@ -91,19 +92,6 @@ def corefile(config: ClusterConfig) -> str:
             "}",
         ]
     return "\n".join(lines) + "\n"
-
-
-def dns_strategy(config: ClusterConfig, default: dict[str, Any], kept: str) -> dict[str, Any]:
-    """RKE's setDNSDeploymentAddonDefaults: a rolling update gets the provider's `default` when none is
-    given, else its `kept` field when that one is missing; another strategy is taken as given."""
-    given = config.dns.update_strategy
-    fields = k8s.strategy_fields(given)
-    if given.get("strategy") not in (None, "", "RollingUpdate"):
-        return fields
-    if "rollingUpdate" not in fields:
-        return {"type": "RollingUpdate", "rollingUpdate": dict(default)}
-    fields["rollingUpdate"] = {kept: default[kept], **fields["rollingUpdate"]}
-    return fields
 
 
 def linear_params(config: ClusterConfig) -> str:
@@ -183,7 +171,9 @@ def coredns(config: ClusterConfig) -> list[Obj]:
         DNS_LABELS,
         pod,
         pod_annotations={"seccomp.security.alpha.kubernetes.io/pod": "docker/default"},
-        strategy=dns_strategy(config, {"maxUnavailable": 1, "maxSurge": 0}, "maxUnavailable"),
+    )
+    deployment["spec"]["strategy"] = k8s.deployment_strategy(
+        dns.update_strategy, ROLLING, ("maxUnavailable",)
     )
     deployment["metadata"]["labels"]["kubernetes.io/name"] = "CoreDNS"
     ports = [k8s.port("dns", 53, "UDP"), k8s.port("dns-tcp", 53, "TCP"), k8s.port("metrics", 9153)]

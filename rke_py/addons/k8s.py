@@ -197,6 +197,22 @@ def strategy_fields(given: dict[str, Any]) -> dict[str, Any]:
     return out | ({"rollingUpdate": dict(given["rollingUpdate"])} if given.get("rollingUpdate") else {})
 
 
+def deployment_strategy(
+    given: dict[str, Any], default: dict[str, Any], kept: tuple[str, ...], blank_is_rolling: bool = True
+) -> dict[str, Any]:
+    """RKE's set(DNS)DeploymentAddonDefaults: `default` when no strategy is given; a given rolling update
+    gets the `kept` fields of `default` it lacks; any other strategy is taken as given. The DNS add-ons
+    count a strategy left blank as a rolling update, metrics-server does not (`blank_is_rolling`)."""
+    fields = strategy_fields(given)
+    rolling = ("", "RollingUpdate") if blank_is_rolling else ("RollingUpdate",)
+    if given and given.get("strategy", "") not in rolling:
+        return fields
+    if "rollingUpdate" not in fields:
+        return {"type": "RollingUpdate", "rollingUpdate": dict(default)}
+    fields["rollingUpdate"] = {**{key: default[key] for key in kept}, **fields["rollingUpdate"]}
+    return fields
+
+
 def update_strategy(configured: dict[str, Any], kind: str) -> dict[str, Any]:
     """RKE's `{strategy, rollingUpdate}` as a DaemonSet's updateStrategy or a Deployment's strategy."""
     if not configured:

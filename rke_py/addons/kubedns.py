@@ -12,11 +12,12 @@ import json
 from typing import Any
 
 from rke_py.addons import k8s
-from rke_py.addons.coredns import DNS_ANTI_AFFINITY, DNS_LABELS, DNS_TOLERATIONS, dns_strategy, linear_params
+from rke_py.addons.coredns import DNS_ANTI_AFFINITY, DNS_LABELS, DNS_TOLERATIONS, linear_params
 from rke_py.addons.k8s import Obj, rule
 from rke_py.config.schema import DNS_OPTIONS, ClusterConfig
 
 AUTOSCALER = "kube-dns-autoscaler"
+ROLLING = {"maxUnavailable": 0, "maxSurge": "10%"}  # RKE's rolling update for kube-dns
 PRIORITY_OPTION, AUTOSCALER_PRIORITY_OPTION = DNS_OPTIONS["kube-dns"]
 ADDON_MANAGER = {"kubernetes.io/cluster-service": "true", "addonmanager.kubernetes.io/mode": "Reconcile"}
 HEALTH = 10054  # the sidecar's port: its /metrics and the others' health checks
@@ -142,8 +143,8 @@ def kube_dns(config: ClusterConfig) -> list[Obj]:
         DNS_LABELS,
         pod,
         pod_annotations={"scheduler.alpha.kubernetes.io/critical-pod": ""},
-        strategy=dns_strategy(config, {"maxUnavailable": 0, "maxSurge": "10%"}, "maxSurge"),
     )
+    deployment["spec"]["strategy"] = k8s.deployment_strategy(dns.update_strategy, ROLLING, ("maxSurge",))
     deployment["metadata"]["labels"].update(ADDON_MANAGER)
     ports = [k8s.port("dns", 53, "UDP"), k8s.port("dns-tcp", 53, "TCP")]
     service = k8s.service("kube-dns", DNS_LABELS, ports, clusterIP=config.services.kubelet.cluster_dns_server)

@@ -19,17 +19,6 @@ V0_7_FROM = (1, 28, 6)  # KDM's metricsserver-v0.7.0 template from here on, v0.6
 DEFAULT_ROLLING = {"maxUnavailable": "25%", "maxSurge": "25%"}  # RKE's setDeploymentAddonDefaults
 
 
-def _strategy(config: ClusterConfig) -> dict[str, Any]:
-    given = config.monitoring.update_strategy
-    fields = k8s.strategy_fields(given)
-    if given.get("strategy") not in (None, "", "RollingUpdate"):
-        return fields
-    if "rollingUpdate" not in fields:
-        return {"type": "RollingUpdate", "rollingUpdate": dict(DEFAULT_ROLLING)}
-    fields["rollingUpdate"] = {**DEFAULT_ROLLING, **fields["rollingUpdate"]}
-    return fields
-
-
 def _labelled(item: Obj) -> Obj:
     item["metadata"]["labels"] = {**LABELS, **item["metadata"].get("labels", {})}
     return item
@@ -90,8 +79,10 @@ def objects(config: ClusterConfig) -> list[Obj]:
         NAME,
         LABELS,
         pod,
-        strategy=_strategy(config),
         replicas=monitoring.replicas if monitoring.replicas is not None else 1,
+    )
+    deployment["spec"]["strategy"] = k8s.deployment_strategy(
+        monitoring.update_strategy, DEFAULT_ROLLING, tuple(DEFAULT_ROLLING), blank_is_rolling=False
     )
     deployment["spec"]["template"]["metadata"]["name"] = NAME
     aggregate = {f"rbac.authorization.k8s.io/aggregate-to-{r}": "true" for r in ("admin", "edit", "view")}

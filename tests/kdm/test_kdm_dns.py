@@ -21,6 +21,7 @@ pytestmark = pytest.mark.kdm
 NODES = "nodes: [{address: 192.0.2.11, user: u, role: [etcd, controlplane, worker]}]\n"
 CLUSTERS = {
     "defaults": "dns: {{provider: {provider}}}\n",
+    "recreate": "dns: {{provider: {provider}, update_strategy: {{strategy: Recreate}}}}\n",
     "everything": """
 dns:
   provider: {provider}

@@ -18,6 +18,7 @@ pytestmark = pytest.mark.kdm
 
 CLUSTERS = {
     "defaults": "",
+    "blank_strategy": "monitoring: {update_strategy: {rollingUpdate: {maxUnavailable: 2}}}\n",
     "everything": """
 monitoring:
   provider: metrics-server
@@ -32,15 +33,15 @@ monitoring:
 
 
 def _strategy(config: ClusterConfig) -> dict[str, Any]:
-    """setDeploymentAddonDefaults, as the appsv1.DeploymentStrategy RKE passes."""
+    """setDeploymentAddonDefaults, as the appsv1.DeploymentStrategy RKE passes: a strategy that is given
+    and not RollingUpdate (a blank one too) is taken as it is."""
     given = config.monitoring.update_strategy
     kind, rolling = given.get("strategy", ""), given.get("rollingUpdate")
-    if kind != "" and kind != "RollingUpdate":
-        return {"type": kind, "rollingUpdate": rolling} if rolling else {"type": kind}
+    if given and kind != "RollingUpdate":
+        return {**({"type": kind} if kind else {}), **({"rollingUpdate": rolling} if rolling else {})}
     if rolling is None:
         return {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}
-    strategy: dict[str, Any] = {"type": kind} if kind else {}
-    return {**strategy, "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%", **rolling}}
+    return {"type": kind, "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%", **rolling}}
 
 
 def metrics_options(config: ClusterConfig) -> dict[str, Any]:
