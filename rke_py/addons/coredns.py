@@ -39,15 +39,7 @@ DNS_ANTI_AFFINITY: dict[str, Any] = {
         }
     ]
 }
-WORKER_AFFINITY: dict[str, Any] = {
-    "nodeAffinity": {
-        "requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [
-                {"matchExpressions": [{"key": "node-role.kubernetes.io/worker", "operator": "Exists"}]}
-            ]
-        }
-    }
-}
+WORKER_AFFINITY = {"nodeAffinity": k8s.node_affinity(k8s.WORKER_TERM)}
 
 
 def _rancher3(config: ClusterConfig) -> bool:
@@ -110,10 +102,6 @@ def linear_params(config: ClusterConfig) -> str:
     return json.dumps({"linear": linear}, separators=(",", ":"))  # Go writes 64.0 as 64
 
 
-def _tolerations(config: ClusterConfig, default: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return k8s.tolerations(config.dns.tolerations, default)
-
-
 def coredns(config: ClusterConfig) -> list[Obj]:
     dns, os_label = config.dns, _os_label(config)
     rbac = config.authorization.mode == "rbac"
@@ -153,7 +141,7 @@ def coredns(config: ClusterConfig) -> list[Obj]:
     pod: dict[str, Any] = {
         "priorityClassName": dns.options.get(PRIORITY_OPTION) or "system-cluster-critical",
         **({"serviceAccountName": "coredns"} if rbac else {}),
-        "tolerations": _tolerations(config, DNS_TOLERATIONS),
+        "tolerations": k8s.tolerations(dns.tolerations, DNS_TOLERATIONS),
         "nodeSelector": {os_label: "linux", **dns.node_selector},
         "affinity": {**WORKER_AFFINITY, "podAntiAffinity": DNS_ANTI_AFFINITY},
         "containers": [container],
@@ -255,7 +243,7 @@ def _autoscaler(config: ClusterConfig, rbac: bool) -> list[Obj]:
         **({"priorityClassName": priority} if priority else {}),
         "nodeSelector": {os_label: "linux"},
         "affinity": WORKER_AFFINITY,
-        "tolerations": _tolerations(config, k8s.TOLERATE_ALL),
+        "tolerations": k8s.tolerations(config.dns.tolerations, k8s.TOLERATE_ALL),
         "containers": [container],
     }
     return [

@@ -13,7 +13,7 @@ from typing import Any
 from rke_py.addons import k8s
 from rke_py.addons.coredns import DNS_LABELS, coredns
 from rke_py.addons.k8s import Obj
-from rke_py.addons.kubedns import ADDON_MANAGER, NOT_WINDOWS, kube_dns
+from rke_py.addons.kubedns import ADDON_MANAGER, kube_dns
 from rke_py.config.schema import ClusterConfig
 
 NODELOCAL = "node-local-dns"
@@ -101,7 +101,7 @@ def nodelocal_objects(config: ClusterConfig) -> list[Obj]:
     pod: dict[str, Any] = {
         "priorityClassName": nodelocal.node_local_dns_priority_class_name or "system-node-critical",
         **({"serviceAccountName": NODELOCAL} if rbac else {}),
-        "affinity": {"nodeAffinity": NOT_WINDOWS},
+        "affinity": {"nodeAffinity": k8s.node_affinity(k8s.NOT_WINDOWS_TERM)},
         "hostNetwork": True,
         **({"nodeSelector": dict(nodelocal.node_selector)} if nodelocal.node_selector else {}),
         "dnsPolicy": "Default",

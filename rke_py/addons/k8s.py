@@ -22,6 +22,9 @@ TOLERATE_ALL: list[dict[str, Any]] = [
     {"effect": "NoExecute", "operator": "Exists"},
     {"effect": "NoSchedule", "operator": "Exists"},
 ]
+# Node affinity terms of RKE's add-on templates: not on Windows nodes; only on nodes with the worker role.
+NOT_WINDOWS_TERM = {"key": "beta.kubernetes.io/os", "operator": "NotIn", "values": ["windows"]}
+WORKER_TERM = {"key": "node-role.kubernetes.io/worker", "operator": "Exists"}
 CRITICAL_TOLERATIONS = [
     {"operator": "Exists", "effect": "NoSchedule"},
     {"operator": "Exists", "effect": "NoExecute"},
@@ -188,6 +191,12 @@ def tolerations(configured: list[Toleration], default: list[dict[str, Any]]) -> 
             toleration["tolerationSeconds"] = item.tolerationSeconds
         out.append(toleration)
     return out
+
+
+def node_affinity(*terms: dict[str, Any]) -> dict[str, Any]:
+    """A nodeAffinity that requires every one of `terms`."""
+    required = {"nodeSelectorTerms": [{"matchExpressions": list(terms)}]}
+    return {"requiredDuringSchedulingIgnoredDuringExecution": required}
 
 
 def strategy_fields(given: dict[str, Any]) -> dict[str, Any]:

@@ -21,20 +21,7 @@ ROLLING = {"maxUnavailable": 0, "maxSurge": "10%"}  # RKE's rolling update for k
 PRIORITY_OPTION, AUTOSCALER_PRIORITY_OPTION = DNS_OPTIONS["kube-dns"]
 ADDON_MANAGER = {"kubernetes.io/cluster-service": "true", "addonmanager.kubernetes.io/mode": "Reconcile"}
 HEALTH = 10054  # the sidecar's port: its /metrics and the others' health checks
-NOT_WINDOWS_TERM = {"key": "beta.kubernetes.io/os", "operator": "NotIn", "values": ["windows"]}
-WORKER_TERM = {"key": "node-role.kubernetes.io/worker", "operator": "Exists"}
-
-
-def _node_affinity(*terms: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{"matchExpressions": list(terms)}]
-        }
-    }
-
-
-NODE_AFFINITY = _node_affinity(NOT_WINDOWS_TERM, WORKER_TERM)
-NOT_WINDOWS = _node_affinity(NOT_WINDOWS_TERM)  # NodeLocal DNSCache's
+NODE_AFFINITY = k8s.node_affinity(k8s.NOT_WINDOWS_TERM, k8s.WORKER_TERM)  # kube-dns's and metrics-server's
 
 
 def _liveness(path: str) -> dict[str, Any]:
