@@ -76,17 +76,15 @@ def _registry(lab: Lab) -> dict[str, Any]:
     }
 
 
+def cluster_args(lab: Lab) -> list[str]:
+    """--config plus the lab's known_hosts with strict host-key checking: nothing is trusted blindly."""
+    known = ["--known-hosts", str(lab.known_hosts), "--host-key-policy", "strict"]
+    return ["--config", str(lab.cluster_yml), *known]
+
+
 def up_args(lab: Lab) -> list[str]:
-    """rke-py's arguments that build the lab's cluster with strict host-key checking."""
-    return [
-        "up",
-        "--config",
-        str(lab.cluster_yml),
-        "--known-hosts",
-        str(lab.known_hosts),
-        "--host-key-policy",
-        "strict",
-    ]
+    """rke-py's arguments that build the lab's cluster."""
+    return ["up", *cluster_args(lab)]
 
 
 def up_command(lab: Lab) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 import docker
 from ruamel.yaml import YAML
 
-from rke_py.lab import hosts
+from rke_py.lab import clusteryml, hosts
 from rke_py.lab.state import Lab
 from tests.lab.conftest import kube_binaries, owned_lab_name
 
@@ -57,16 +57,8 @@ def rke_py(*args: str, timeout: float = 600, env: dict[str, str] | None = None) 
 
 
 def cluster_args(lab: Lab, *extra: str) -> list[str]:
-    """--config plus the lab's known_hosts with strict host-key checking: nothing is trusted blindly."""
-    return [
-        "--config",
-        str(lab.cluster_yml),
-        "--known-hosts",
-        str(lab.known_hosts),
-        "--host-key-policy",
-        "strict",
-        *extra,
-    ]
+    """The lab's --config and strict known_hosts (clusteryml.cluster_args), then `extra`."""
+    return [*clusteryml.cluster_args(lab), *extra]
 
 
 def up(lab: Lab, *extra: str) -> Run:
