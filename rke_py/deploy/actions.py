@@ -183,6 +183,7 @@ class ApplyObject(_Change):
     reason: str = ""
     phase: str = "objects"  # objects (RBAC, before the workers) or addons (once the nodes are there)
     addon: str = ""  # the add-on it belongs to, e.g. rke-network-plugin
+    recreate: bool = False  # deleted first: what changed cannot change in place (a Job's pod template)
 
     @property
     def target(self) -> str:

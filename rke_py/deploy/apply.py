@@ -31,6 +31,7 @@ from rke_py.verify.health import wait_healthy
 
 log = logging.getLogger("rke_py.deploy")
 NODE_READY_TIMEOUT = 120  # seconds a Node has to be Ready again after its kubelet was replaced
+OBJECT_GONE_TIMEOUT = 60  # seconds an object deleted to be created anew has to be gone
 # "Error: ..." (cobra), klog's E/F lines, logrus' level=error/fatal
 ERROR_LINE = re.compile(r"^(Error:|[EF]\d{4} |.*\blevel=(error|fatal)\b)")
 
@@ -125,7 +126,9 @@ class Applier:
         api = self.api()
         try:
             match action:
-                case a.ApplyObject(obj=obj):
+                case a.ApplyObject(obj=obj, recreate=recreate):
+                    if recreate:
+                        api.delete_and_wait(api.object_path(obj), OBJECT_GONE_TIMEOUT)
                     api.apply(api.object_path(obj), obj)
                 case a.DeleteObject():
                     api.delete(

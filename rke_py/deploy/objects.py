@@ -74,8 +74,15 @@ def object_actions(
             reason = "missing" if get is not None else "the cluster is not running yet"
         else:
             reason = "; ".join(changed_fields(obj, current))
+        recreate = current is not None and obj["kind"] == "Job" and not _holds(obj["spec"], current["spec"])
+        if recreate:
+            reason += "; a Job's pod template cannot change: deleted and created again"
         if reason:
-            actions.append(ApplyObject(obj=obj, ref=object_ref(obj), reason=reason, phase=phase, addon=addon))
+            actions.append(
+                ApplyObject(
+                    obj=obj, ref=object_ref(obj), reason=reason, phase=phase, addon=addon, recreate=recreate
+                )
+            )
     return actions
 
 
@@ -86,8 +93,15 @@ def prune_actions(
     it is being deleted already (a namespace terminates for a while); namespaces last, as what is in them
     goes with them."""
     keep = {identity(obj) for obj in wanted}
+    # the API drops the namespace a template gives a cluster-scoped object (found ones have none)
+    named = {(api, kind, name) for api, kind, _, name in keep}
+
+    def kept(obj: Obj) -> bool:
+        api, kind, namespace, name = identity(obj)
+        return (api, kind, namespace, name) in keep or (not namespace and (api, kind, name) in named)
+
     gone = sorted(
-        (o for o in found if identity(o) not in keep and not o["metadata"].get("deletionTimestamp")),
+        (o for o in found if not kept(o) and not o["metadata"].get("deletionTimestamp")),
         key=lambda obj: obj["kind"] == "Namespace",
     )
     return [DeleteObject(*identity(obj), ref=object_ref(obj), reason=reason, addon=addon) for obj in gone]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import urllib.parse
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -167,3 +168,12 @@ class KubeAPI:
         except KubeAPIError as exc:
             if exc.status != 404:
                 raise
+
+    def delete_and_wait(self, path: str, timeout: float) -> None:
+        """Delete, then wait until the object is gone (its finalizers done), so it can be created anew."""
+        self.delete(path)
+        deadline = time.monotonic() + timeout
+        while self.find(path) is not None:
+            if time.monotonic() > deadline:
+                raise KubeAPIError(f"{path} was still there {timeout:.0f}s after it was deleted")
+            time.sleep(0.5)

@@ -1,7 +1,8 @@
 """What the real kube-apiserver refuses in the kinds add-ons are made of, so the stand-in refuses it too:
 a workload whose selector does not select its pods, a pod without containers or images, a Service port
-without a number, a CRD named other than `<plural>.<group>`, a binding without a roleRef, and changes to
-fields Kubernetes keeps immutable (a workload's selector, a binding's roleRef), a Secret over 1 MiB."""
+without a number, a CRD named other than `<plural>.<group>`, a binding without a roleRef, changes to
+fields Kubernetes keeps immutable (a workload's selector, a Job's pod template, a binding's roleRef), and
+a Secret over 1 MiB."""
 
 from typing import Any
 
@@ -37,6 +38,9 @@ def problems(kind: str, new: dict[str, Any], old: dict[str, Any] | None = None) 
         size = sum(len(k) + len(v) * 3 // 4 - v.count("=") for k, v in (new.get("data") or {}).items())
         if size > MAX_SECRET_SIZE:
             found.append(f"data: Too long: must have at most {MAX_SECRET_SIZE} bytes")
+    elif kind == "Job":
+        if old is not None and (old.get("spec") or {}).get("template") != spec.get("template"):
+            found.append("spec.template: Invalid value: field is immutable")
     elif kind in ("ClusterRoleBinding", "RoleBinding"):
         if not (new.get("roleRef") or {}).get("name"):
             found.append("roleRef.name: Required value")

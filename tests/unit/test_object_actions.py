@@ -1,0 +1,50 @@
+"""What `up` does to objects in the Kubernetes API: applied when changed, a Job made anew when its pod
+template changed (the API refuses that in place), pruned when no longer wanted."""
+
+from __future__ import annotations
+
+import copy
+
+from rke_py.addons import k8s
+from rke_py.deploy.objects import object_actions, prune_actions, stamped
+
+
+def _job(image: str) -> dict:
+    pod = {"containers": [{"name": "create", "image": image}], "restartPolicy": "OnFailure"}
+    return k8s.obj("batch/v1", "Job", "certgen", "ingress-nginx", spec={"template": {"spec": pod}})
+
+
+def _as_held(obj: dict) -> dict:
+    """What the API answers: rke-py's object with the fields the API adds."""
+    held = copy.deepcopy(stamped(obj))
+    held["metadata"]["uid"] = "1"
+    if obj["kind"] == "Job":
+        held["spec"]["template"]["metadata"] = {"labels": {"job-name": "certgen"}}
+        held["spec"]["backoffLimit"] = 6
+    return held
+
+
+def test_a_job_whose_pod_template_changed_is_made_anew_an_unchanged_one_is_left_alone():
+    old, new = _job("certgen:v1"), _job("certgen:v2")
+    assert object_actions([old], lambda _: _as_held(old)) == []
+    [action] = object_actions([new], lambda _: _as_held(old))
+    assert action.recreate and "deleted and created again" in action.reason
+    [configmap] = object_actions(
+        [k8s.config_map("c", {"a": "2"})], lambda _: _as_held(k8s.config_map("c", {"a": "1"}))
+    )
+    assert not configmap.recreate  # changed in place
+
+
+def test_a_cluster_scoped_object_given_a_namespace_is_not_pruned():
+    wanted = [
+        k8s.obj("networking.k8s.io/v1", "IngressClass", "nginx", "ingress-nginx"),
+        k8s.config_map("settings", {}, "a"),
+    ]
+    found = [
+        k8s.obj("networking.k8s.io/v1", "IngressClass", "nginx"),  # as the API keeps it
+        k8s.obj("networking.k8s.io/v1", "IngressClass", "old"),
+        k8s.config_map("settings", {}, "a"),
+        k8s.config_map("settings", {}, "b"),  # namespaced: another namespace is another object
+    ]
+    gone = [action.ref for action in prune_actions(wanted, found, "no longer wanted")]
+    assert gone == ["ingressclass/old", "configmap/b/settings"]
