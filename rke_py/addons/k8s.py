@@ -199,6 +199,10 @@ def node_affinity(*terms: dict[str, Any]) -> dict[str, Any]:
     return {"requiredDuringSchedulingIgnoredDuringExecution": required}
 
 
+# kube-dns's, metrics-server's and the ingress controller's: a Linux worker
+LINUX_WORKER_AFFINITY = node_affinity(NOT_WINDOWS_TERM, WORKER_TERM)
+
+
 def strategy_fields(given: dict[str, Any]) -> dict[str, Any]:
     """cluster.yml's `{strategy, rollingUpdate}` as Kubernetes' `{type, rollingUpdate}`, each only when
     given, as RKE copies them."""
@@ -220,6 +224,16 @@ def deployment_strategy(
         return {"type": "RollingUpdate", "rollingUpdate": dict(default)}
     fields["rollingUpdate"] = {**{key: default[key] for key in kept}, **fields["rollingUpdate"]}
     return fields
+
+
+def daemonset_strategy(given: dict[str, Any]) -> dict[str, Any]:
+    """RKE's setDaemonsetAddonDefaults: any strategy other than RollingUpdate (a blank one too) is taken as
+    given; a rolling update without maxUnavailable is replaced by RKE's default, one node at a time."""
+    if given and given.get("strategy", "") != "RollingUpdate":
+        return strategy_fields(given)
+    if (given.get("rollingUpdate") or {}).get("maxUnavailable") is None:
+        return {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}
+    return strategy_fields(given)
 
 
 def update_strategy(configured: dict[str, Any], kind: str) -> dict[str, Any]:

@@ -21,7 +21,6 @@ ROLLING = {"maxUnavailable": 0, "maxSurge": "10%"}  # RKE's rolling update for k
 PRIORITY_OPTION, AUTOSCALER_PRIORITY_OPTION = DNS_OPTIONS["kube-dns"]
 ADDON_MANAGER = {"kubernetes.io/cluster-service": "true", "addonmanager.kubernetes.io/mode": "Reconcile"}
 HEALTH = 10054  # the sidecar's port: its /metrics and the others' health checks
-NODE_AFFINITY = k8s.node_affinity(k8s.NOT_WINDOWS_TERM, k8s.WORKER_TERM)  # kube-dns's and metrics-server's
 
 
 def _liveness(path: str) -> dict[str, Any]:
@@ -117,7 +116,7 @@ def kube_dns(config: ClusterConfig) -> list[Obj]:
     pod: dict[str, Any] = {
         **({"priorityClassName": priority} if priority else {}),
         **({"nodeSelector": dict(dns.node_selector)} if dns.node_selector else {}),
-        "affinity": {"podAntiAffinity": DNS_ANTI_AFFINITY, "nodeAffinity": NODE_AFFINITY},
+        "affinity": {"podAntiAffinity": DNS_ANTI_AFFINITY, "nodeAffinity": k8s.LINUX_WORKER_AFFINITY},
         "tolerations": k8s.tolerations(dns.tolerations, DNS_TOLERATIONS),
         "volumes": [{"name": "kube-dns-config", "configMap": {"name": "kube-dns", "optional": True}}],
         "containers": containers,
@@ -176,7 +175,7 @@ def _autoscaler(config: ClusterConfig, rbac: bool) -> list[Obj]:
     )
     priority = config.dns.options.get(AUTOSCALER_PRIORITY_OPTION, "")
     pod: dict[str, Any] = {
-        "affinity": {"nodeAffinity": NODE_AFFINITY},
+        "affinity": {"nodeAffinity": k8s.LINUX_WORKER_AFFINITY},
         **({"serviceAccountName": AUTOSCALER} if rbac else {}),
         **({"priorityClassName": priority} if priority else {}),
         "tolerations": k8s.tolerations(config.dns.tolerations, k8s.TOLERATE_ALL),

@@ -8,7 +8,6 @@ from typing import Any
 
 from rke_py.addons import k8s
 from rke_py.addons.k8s import Obj, rule
-from rke_py.addons.kubedns import NODE_AFFINITY
 from rke_py.config.kdm import version_key
 from rke_py.config.schema import ClusterConfig
 
@@ -66,7 +65,7 @@ def objects(config: ClusterConfig) -> list[Obj]:
     )
     rbac = config.authorization.mode == "rbac"
     pod: dict[str, Any] = {
-        "affinity": {"nodeAffinity": NODE_AFFINITY},
+        "affinity": {"nodeAffinity": k8s.LINUX_WORKER_AFFINITY},
         **({"nodeSelector": dict(monitoring.node_selector)} if monitoring.node_selector else {}),
         "serviceAccountName": NAME,
         "tolerations": k8s.tolerations(monitoring.tolerations, k8s.TOLERATE_ALL),

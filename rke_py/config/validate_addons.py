@@ -12,10 +12,10 @@ from typing import Any
 
 from rke_py.addons import user
 from rke_py.config import kdm
-from rke_py.config.defaults import PROVIDER_OPTIONS
+from rke_py.config.defaults import INGRESS_HTTP_PORT, INGRESS_HTTPS_PORT, PROVIDER_OPTIONS
 from rke_py.config.findings import Findings, Path, did_you_mean, dotted, excerpt
 from rke_py.config.schema import DNS_OPTIONS, ClusterConfig, Toleration
-from rke_py.config.validate_nodes import TAINT_EFFECTS
+from rke_py.config.validate_nodes import TAINT_EFFECTS, check_port
 
 NETWORK_PLUGINS = ("canal", "flannel", "calico", "none")  # what rke-py deploys
 RKE_ONLY_PLUGINS = ("weave", "aci")  # RKE had them; rke-py refuses them rather than leave pods unnetworked
@@ -113,7 +113,7 @@ def images(config: ClusterConfig, findings: Findings) -> None:
         ("monitoring", "provider"): ("metrics_server",)
         if config.monitoring.provider == "metrics-server"
         else (),
-        ("ingress", "provider"): ("ingress",) if config.ingress.provider == "nginx" else (),
+        ("ingress", "provider"): ("ingress", "ingress_webhook") if config.ingress.provider == "nginx" else (),
         ("ingress", "default_backend"): ("ingress_backend",)
         if config.ingress.provider == "nginx" and config.ingress.default_backend
         else (),
@@ -241,6 +241,26 @@ def ingress(config: ClusterConfig, findings: Findings) -> None:
     for key in ("http_port", "https_port"):
         if not 1 <= getattr(settings, key) <= 65535:
             findings.error(("ingress", key), f"ingress.{key} must be 1 to 65535", "")
+    for key, default in (("http_port", INGRESS_HTTP_PORT), ("https_port", INGRESS_HTTPS_PORT)):
+        if getattr(settings, key) != default and settings.network_mode != "hostPort":
+            findings.warning(
+                ("ingress", key),
+                f"ingress.{key} is used with network_mode hostPort only (as in RKE): the controller listens "
+                f"on {default}",
+                f"to move it, set ingress.extra_args.{key.replace('_', '-')}",
+            )
+    if not settings.default_backend:
+        for key in ("tolerations", "default_http_backend_priority_class_name"):
+            if getattr(settings, key):
+                findings.warning(
+                    ("ingress", key),
+                    f"ingress.{key} is for the default backend, which is off (the controller tolerates "
+                    "every taint, as in RKE)",
+                    "set ingress.default_backend: true, or remove the key",
+                )
+    for flag in ("http-port", "https-port"):  # the controller's ports in its pod (RKE's template)
+        if flag in settings.extra_args:
+            check_port(settings.extra_args[flag], ("ingress", "extra_args", flag), findings)
     if settings.dns_policy and settings.dns_policy not in DNS_POLICIES:
         hint = f"use one of {', '.join(DNS_POLICIES)}" + did_you_mean(settings.dns_policy, DNS_POLICIES)
         findings.error(("ingress", "dns_policy"), f'dns_policy "{settings.dns_policy}" is unknown', hint)

@@ -31,7 +31,6 @@ UNUSED_IMAGES = {
     "weave_cni": "Weave (rke-py deploys canal, flannel and calico)",
     "calico_ctl": "calicoctl, which RKE's manifests do not run",
     "canal_controllers": "canal's kube-controllers, which rke-py's canal manifest does not run",
-    "ingress_webhook": "the ingress admission webhook, which rke-py's ingress manifest does not run",
     "windows_pod_infra_container": "Windows nodes, which rke-py does not run",
 }
 ACI_DEFAULTS = {

@@ -27,6 +27,7 @@ RENDERER = Path(__file__).parent / "renderer"
 _RKE_KDM_IMPORT = '"github.com/rancher/rke/types/kdm"'
 _MODULE = "rke-py.local/kdm-renderer"
 Obj = dict[str, Any]
+CLUSTER_SCOPED = ("IngressClass",)  # the kinds a KDM template gives a namespace they cannot have
 
 
 def _templates_dir() -> Path:
@@ -115,7 +116,15 @@ def render(addon: str, version: str, data: dict[str, Any], pointers: tuple[str, 
     )
     if done.returncode != 0:
         raise RuntimeError(done.stderr)
-    return [doc for doc in YAML(typ="safe").load_all(done.stdout) if doc]
+    return [_as_stored(doc) for doc in YAML(typ="safe").load_all(done.stdout) if doc]
+
+
+def _as_stored(item: Obj) -> Obj:
+    """The API keeps a cluster-scoped object without the namespace a template gives it (the ingress
+    templates give their IngressClass one)."""
+    if item.get("kind") in CLUSTER_SCOPED:
+        item["metadata"].pop("namespace", None)
+    return item
 
 
 def differences(rke: list[Obj], ours: list[Obj]) -> list[str]:

@@ -164,6 +164,25 @@ def test_status_reports_each_add_on_rollout(lab):
     assert rows["daemonset/kube-system/canal"]["detail"].startswith("rke-network-plugin: ")
 
 
+def test_a_changed_admission_job_is_made_anew(lab):
+    """A Job's pod template cannot change in place: the ingress admission Jobs are deleted and created
+    again when their nodes change, and left alone otherwise."""
+    job = ("job", "-n", "ingress-nginx", "ingress-nginx-admission-create")
+    uid = _get(lab, *job)["metadata"]["uid"]
+    edit_cluster_yml(lab, lambda data: data["ingress"].update(node_selector={"ingress": "yes"}))
+    run = up(lab, "--no-verify")
+    assert run.code == 0, run.stderr
+    reasons = {a["target"]: a["reason"] for a in run.json()["cluster"] if a["kind"] == "apply"}
+    assert "deleted and created again" in reasons["job/ingress-nginx/ingress-nginx-admission-create"]
+    created = _get(lab, *job)
+    assert created["metadata"]["uid"] != uid
+    assert created["spec"]["template"]["spec"]["nodeSelector"] == {
+        "kubernetes.io/os": "linux",
+        "ingress": "yes",
+    }
+    assert _addon_actions(up(lab, "--no-verify").json()) == []
+
+
 def test_switching_plugin_and_providers_prunes_what_is_no_longer_wanted(lab):
     def switch(data) -> None:
         data["network"] = {"plugin": "flannel"}

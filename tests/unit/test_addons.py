@@ -118,10 +118,12 @@ def test_ingress_and_metrics_server_options():
     assert controller["hostNetwork"] is True and controller["dnsPolicy"] == "ClusterFirstWithHostNet"
     args = controller["containers"][0]["args"]
     assert {"--http-port=8080", "--https-port=8443", "--enable-ssl-passthrough=true"} <= set(args)
-    assert "--default-backend-service=ingress-nginx/default-http-backend" in args
-    assert (
-        "annotations" not in find(objects, "ingressclass/nginx")["metadata"]
-    )  # default_ingress_class: false
+    assert "--default-backend-service=$(POD_NAMESPACE)/default-http-backend" in args
+    # default_ingress_class: false: no default-class annotation, and the leader lease RKE names for it
+    assert "annotations" not in find(objects, "ingressclass/nginx")["metadata"]
+    assert "--election-id=ingress-controller-leader" in args
+    leases = find(objects, "role/ingress-nginx/ingress-nginx")["rules"][6]
+    assert leases["resourceNames"] == ["ingress-controller-leader"]
     assert find(objects, "configmap/ingress-nginx/ingress-nginx-controller")["data"] == {
         "proxy-body-size": "8m"
     }
@@ -130,12 +132,21 @@ def test_ingress_and_metrics_server_options():
     assert "--v=2" in metrics["spec"]["template"]["spec"]["containers"][0]["args"]
 
 
-def test_host_port_ingress_by_default():
+def test_host_port_ingress_by_default_with_its_admission_webhook():
     objects = objects_of(FIXTURES / "defaults.yml")
-    ports = find(objects, "daemonset/ingress-nginx/nginx-ingress-controller")["spec"]["template"]["spec"][
-        "containers"
-    ][0]["ports"]
-    assert [(p["containerPort"], p["hostPort"]) for p in ports] == [(80, 80), (443, 443)]
+    pod = find(objects, "daemonset/ingress-nginx/nginx-ingress-controller")["spec"]["template"]["spec"]
+    ports = pod["containers"][0]["ports"]
+    assert [(p["name"], p["containerPort"], p.get("hostPort")) for p in ports] == [
+        ("http", 80, 80),
+        ("https", 443, 443),
+        ("webhook", 8443, None),
+    ]
+    # the webhook serves the certificate the create Job writes into this Secret
+    assert pod["volumes"][0] == {"name": "webhook-cert", "secret": {"secretName": "ingress-nginx-admission"}}
+    create = find(objects, "job/ingress-nginx/ingress-nginx-admission-create")["spec"]["template"]["spec"]
+    assert "--secret-name=ingress-nginx-admission" in create["containers"][0]["args"]
+    webhook = find(objects, "validatingwebhookconfiguration/ingress-nginx-admission")["webhooks"][0]
+    assert webhook["clientConfig"]["service"]["name"] == "ingress-nginx-controller-admission"
 
 
 BASE = "nodes:\n  - {address: 192.0.2.11, user: ubuntu, role: [etcd, controlplane, worker]}\n"
