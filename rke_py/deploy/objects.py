@@ -16,6 +16,7 @@ from typing import Any
 from rke_py.addons.k8s import identity, object_ref
 from rke_py.deploy.actions import ApplyObject, DeleteObject
 
+WORKLOADS = ("DaemonSet", "Deployment", "StatefulSet", "ReplicaSet")  # whose selector is immutable
 APPLIED = "rke-py.io/applied"  # annotation: the hash of the object as rke-py last applied it
 Obj = dict[str, Any]
 
@@ -62,6 +63,17 @@ def _holds(want: Any, have: Any) -> bool:
     return bool(want == have)
 
 
+def _immutable_change(desired: Obj, current: Obj) -> str:
+    """What of `desired` the API refuses to change in `current` ("" when nothing): a Job's pod template,
+    a workload's selector (older rke-py releases and RKE's templates chose different ones)."""
+    spec, held = desired.get("spec") or {}, current.get("spec") or {}
+    if desired["kind"] == "Job" and not _holds(spec, held):
+        return "a Job's pod template"
+    if desired["kind"] in WORKLOADS and spec.get("selector") != held.get("selector"):
+        return "its selector"
+    return ""
+
+
 def object_actions(
     objects: Iterable[Obj], get: Callable[[Obj], Obj | None] | None, phase: str = "objects", addon: str = ""
 ) -> list[ApplyObject]:
@@ -74,13 +86,18 @@ def object_actions(
             reason = "missing" if get is not None else "the cluster is not running yet"
         else:
             reason = "; ".join(changed_fields(obj, current))
-        recreate = current is not None and obj["kind"] == "Job" and not _holds(obj["spec"], current["spec"])
-        if recreate:
-            reason += "; a Job's pod template cannot change: deleted and created again"
+        immutable = _immutable_change(obj, current) if current is not None else ""
+        if immutable:
+            reason += f"; {immutable} cannot change: deleted and created again"
         if reason:
             actions.append(
                 ApplyObject(
-                    obj=obj, ref=object_ref(obj), reason=reason, phase=phase, addon=addon, recreate=recreate
+                    obj=obj,
+                    ref=object_ref(obj),
+                    reason=reason,
+                    phase=phase,
+                    addon=addon,
+                    recreate=bool(immutable),
                 )
             )
     return actions

@@ -35,6 +35,18 @@ def test_a_job_whose_pod_template_changed_is_made_anew_an_unchanged_one_is_left_
     assert not configmap.recreate  # changed in place
 
 
+def test_a_daemonset_whose_selector_changed_is_made_anew():
+    def daemonset(selector: dict) -> dict:
+        pod = {"containers": [{"name": "flanneld", "image": "flannel"}]}
+        template = {"metadata": {"labels": {"k8s-app": "flannel", "tier": "node"}}, "spec": pod}
+        spec = {"selector": {"matchLabels": selector}, "template": template}
+        return k8s.obj("apps/v1", "DaemonSet", "kube-flannel", "kube-system", spec=spec)
+
+    old = daemonset({"k8s-app": "flannel", "tier": "node"})
+    [action] = object_actions([daemonset({"k8s-app": "flannel"})], lambda _: _as_held(old))
+    assert action.recreate and "its selector cannot change" in action.reason
+
+
 def test_a_cluster_scoped_object_given_a_namespace_is_not_pruned():
     wanted = [
         k8s.obj("networking.k8s.io/v1", "IngressClass", "nginx", "ingress-nginx"),
