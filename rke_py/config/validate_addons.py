@@ -48,6 +48,20 @@ def network_plugin(config: ClusterConfig, findings: Findings) -> None:
         findings.error(path, f'unknown network plugin "{plugin}"', hint)
     if plugin == "flannel" and config.network.mtu:
         findings.error(("network", "mtu"), "network.mtu cannot be set with the flannel plugin", "remove mtu")
+    if plugin == "flannel" and config.network.tolerations:
+        findings.warning(
+            ("network", "tolerations"),
+            "network.tolerations are not used by the flannel plugin: it tolerates every taint, as in RKE",
+            "remove them",
+        )
+    for key in (f"{plugin}_flannel_backend_vni", "flannel_backend_vni"):  # RKE reads them as numbers
+        value = config.network.options.get(key)
+        if value is not None and not re.fullmatch(r"[0-9]{1,8}", value):
+            message = f'network.options.{key} "{value}" is not a number'
+            findings.error(("network", "options", key), message, "use the VXLAN network identifier, e.g. 1")
+    for key in (f"{plugin}_flannel_backend_port", "flannel_backend_port"):
+        if key in config.network.options:
+            check_port(config.network.options[key], ("network", "options", key), findings)
 
 
 def providers(config: ClusterConfig, findings: Findings) -> None:

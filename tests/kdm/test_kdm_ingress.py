@@ -46,9 +46,8 @@ ingress:
 }
 
 
-def _strategy(config: ClusterConfig) -> dict[str, Any]:
+def daemonset_strategy(given: dict[str, Any]) -> dict[str, Any]:
     """setDaemonsetAddonDefaults, as the appsv1.DaemonSetUpdateStrategy RKE passes."""
-    given = config.ingress.update_strategy
     kind, rolling = given.get("strategy", ""), given.get("rollingUpdate")
     if not given or (kind == "RollingUpdate" and (rolling or {}).get("maxUnavailable") is None):
         return {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}
@@ -79,7 +78,7 @@ def ingress_options(config: ClusterConfig) -> dict[str, Any]:
         "HTTPSPort": ingress.https_port,
         "NetworkMode": ingress.network_mode,
         "DefaultBackend": bool(ingress.default_backend),
-        "UpdateStrategy": _strategy(config),
+        "UpdateStrategy": daemonset_strategy(ingress.update_strategy),
         "Tolerations": tolerations(ingress.tolerations),
         "NginxIngressControllerPriorityClassName": ingress.nginx_ingress_controller_priority_class_name,
         "DefaultHTTPBackendPriorityClassName": ingress.default_http_backend_priority_class_name,

@@ -36,6 +36,18 @@ RKE_CANAL = {  # what RKE's add-on Job left: applied with kubectl's client-side 
         },
     },
 }
+OLD_FLANNEL = {  # kube-flannel as rke-py releases before RKE's templates were matched selected it
+    "apiVersion": "apps/v1",
+    "kind": "DaemonSet",
+    "metadata": {"name": "kube-flannel", "namespace": "kube-system"},
+    "spec": {
+        "selector": {"matchLabels": {"k8s-app": "flannel", "tier": "node"}},
+        "template": {
+            "metadata": {"labels": {"k8s-app": "flannel", "tier": "node"}},
+            "spec": {"containers": [{"name": "kube-flannel", "image": "flannel:v0"}]},
+        },
+    },
+}
 USER_ADDON = """\
 apiVersion: v1
 kind: ConfigMap
@@ -191,9 +203,14 @@ def test_switching_plugin_and_providers_prunes_what_is_no_longer_wanted(lab):
         data["addons_include"] = []
 
     edit_cluster_yml(lab, switch)
+    kubectl(lab, "apply", "-f", "-", stdin=json.dumps(OLD_FLANNEL))
     run = up(lab, "--no-verify")
     assert run.code == 0, run.stderr
     deleted = [a["target"] for a in run.json()["cluster"] if a["kind"] == "delete"]
+    applied = {a["target"]: a["reason"] for a in run.json()["cluster"] if a["kind"] == "apply"}
+    assert "its selector cannot change" in applied["daemonset/kube-system/kube-flannel"]
+    flannel = _get(lab, "daemonset", "-n", "kube-system", "kube-flannel")
+    assert flannel["spec"]["selector"] == {"matchLabels": {"k8s-app": "flannel"}}
     assert {
         "daemonset/kube-system/canal",
         "deployment/kube-system/coredns",

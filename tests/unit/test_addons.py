@@ -60,8 +60,8 @@ def test_canal_carries_the_pod_network_backend_and_interface():
 
 def test_flannel_options_and_kube_dns_upstreams():
     objects = objects_of(FIXTURES / "flannel_kube_dns.yml")
-    flannel = find(objects, "daemonset/kube-system/kube-flannel")["spec"]["template"]["spec"]["containers"][0]
-    assert "--iface=eth1" in flannel["command"]
+    flannel = find(objects, "daemonset/kube-system/kube-flannel")["spec"]["template"]["spec"]["containers"][1]
+    assert "--iface=eth1" in flannel["args"]
     net_conf = json.loads(find(objects, "configmap/kube-system/kube-flannel-cfg")["data"]["net-conf.json"])
     assert net_conf["Backend"]["Type"] == "host-gw"
     data = find(objects, "configmap/kube-system/kube-dns")["data"]

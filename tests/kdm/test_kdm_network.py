@@ -1,0 +1,76 @@
+"""rke-py's network plugin objects against RKE's own rendering of KDM's templates, for every Kubernetes
+version rke-py carries. RKE's inputs (cluster/network.go, do<Plugin>Deploy) are built here as RKE builds
+them, with RKE's defaults (setDaemonsetAddonDefaults, the network options' defaults)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from rke_py.addons import build
+from rke_py.config import load_text
+from rke_py.config.schema import ClusterConfig
+from tests.kdm import kdm
+from tests.kdm.test_kdm_dns import NODES, VERSIONS
+from tests.kdm.test_kdm_ingress import daemonset_strategy
+
+pytestmark = pytest.mark.kdm
+
+CLUSTERS = {
+    "flannel_defaults": "network: {plugin: flannel}\n",
+    "flannel_everything": """
+authorization: {mode: none}
+network:
+  plugin: flannel
+  options:
+    flannel_iface: eth1
+    flannel_backend_type: host-gw
+    flannel_backend_vni: "4"
+    flannel_backend_port: "8473"
+    kube_flannel_priority_class_name: network-high
+  node_selector: {network: "yes"}
+  update_strategy: {strategy: RollingUpdate, rollingUpdate: {maxUnavailable: 3}}
+services: {kube-controller: {cluster_cidr: 10.50.0.0/16}}
+""",
+    "flannel_on_delete": "network: {plugin: flannel, update_strategy: {strategy: OnDelete}}\n",
+}
+
+
+def _backend(options: dict[str, str], prefix: str) -> dict[str, Any]:
+    """RKE's FlannelBackend: the type as given, VNI and port through atoiWithDefault."""
+    return {
+        "Type": options.get(f"{prefix}backend_type", ""),
+        "VNI": int(options.get(f"{prefix}backend_vni") or 1),
+        "Port": int(options.get(f"{prefix}backend_port") or 8472),
+    }
+
+
+def network_options(config: ClusterConfig) -> dict[str, Any]:
+    network, images, options = config.network, config.system_images, config.network.options
+    common = {
+        "ClusterCIDR": config.services.kube_controller.cluster_cidr,
+        "RBACConfig": config.authorization.mode,
+        "NodeSelector": network.node_selector or None,
+        "UpdateStrategy": daemonset_strategy(network.update_strategy),
+    }
+    if network.plugin == "flannel":
+        return {
+            **common,
+            "Image": images.flannel,
+            "CNIImage": images.flannel_cni,
+            "FlannelInterface": options.get("flannel_iface", ""),
+            "FlannelBackend": _backend(options, "flannel_"),
+            "ClusterVersion": ".".join(config.kubernetes_version.split(".")[:2]),
+            "KubeFlannelPriorityClassName": options.get("kube_flannel_priority_class_name", ""),
+        }
+    raise AssertionError(f"no RKE inputs for {network.plugin} yet")
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("cluster", sorted(CLUSTERS))
+def test_kdm_network_plugin_objects_equal_rkes(cluster: str, version: str) -> None:
+    config = load_text(f"{NODES}kubernetes_version: {version}\n{CLUSTERS[cluster]}").config
+    rke = kdm.render(config.network.plugin, version, network_options(config), pointers=("UpdateStrategy",))
+    ours = next(a.objects for a in build(config) if a.name == "rke-network-plugin")
+    assert kdm.differences(rke, ours) == []
