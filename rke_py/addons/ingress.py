@@ -229,12 +229,11 @@ def _rbac(labels: _Labels, hook: dict[str, str], default_class: bool) -> list[Ob
 
 def _flags(config: ClusterConfig, metrics_off: bool) -> list[str]:
     ingress = config.ingress
-    leader = _leader(bool(ingress.default_ingress_class))
     flags = ["/nginx-ingress-controller"]
     if ingress.default_backend:
         flags.append(f"--default-backend-service=$(POD_NAMESPACE)/{BACKEND}")
     flags += [
-        f"--election-id={leader}",
+        f"--election-id={_leader(bool(ingress.default_ingress_class))}",
         "--controller-class=k8s.io/ingress-nginx",
         "--configmap=$(POD_NAMESPACE)/ingress-nginx-controller",
         "--tcp-services-configmap=$(POD_NAMESPACE)/tcp-services",
@@ -252,8 +251,9 @@ def _flags(config: ClusterConfig, metrics_off: bool) -> list[str]:
 
 
 def _ports(config: ClusterConfig) -> list[dict[str, Any]]:
-    """http and https: on the node's ports with hostPort, as the controller binds them with hostNetwork
-    (80 and 443: the template does not pass http_port there), the webhook's in the pod."""
+    """http and https as RKE's template writes them: in hostPort mode on the node's http_port and
+    https_port; in the pod on extra_args' http-port and https-port (80 and 443 when not given), but on 80
+    and 443 whatever they say with hostNetwork. Then the webhook's."""
     ingress = config.ingress
     ports: list[dict[str, Any]] = []
     for name, default, host_port in (("http", 80, ingress.http_port), ("https", 443, ingress.https_port)):
