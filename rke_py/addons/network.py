@@ -49,41 +49,6 @@ def _option(config: ClusterConfig, key: str) -> str:
     return config.network.options.get(f"{config.network.plugin}_{key}", "")
 
 
-def _net_conf(config: ClusterConfig) -> str:
-    """flannel's net-conf.json: the pod network and the backend from network.options."""
-    backend: dict[str, Any] = {
-        "Type": _option(config, "flannel_backend_type") or _option(config, "backend_type")
-    }
-    for key, name in (("VNI", "backend_vni"), ("Port", "backend_port")):
-        value = _option(config, f"flannel_{name}") or _option(config, name)
-        if value:
-            backend[key] = int(value) if value.isdigit() else value
-    conf = {"Network": config.services.kube_controller.cluster_cidr.split(",")[0], "Backend": backend}
-    return json.dumps(conf, indent=2, sort_keys=True)
-
-
-def _flanneld(config: ClusterConfig, image: str) -> dict[str, Any]:
-    command = ["/opt/bin/flanneld", "--ip-masq", "--kube-subnet-mgr"]
-    iface = _option(config, "iface")
-    if iface:
-        command.append(f"--iface={iface}")
-    return k8s.container(
-        "kube-flannel",
-        image,
-        command=command,
-        env=[
-            k8s.field_env("POD_NAME", "metadata.name"),
-            k8s.field_env("POD_NAMESPACE", "metadata.namespace"),
-        ],
-        securityContext={"privileged": True},
-        volumeMounts=[
-            k8s.mount("run", "/run"),
-            k8s.mount("flannel-cfg", "/etc/kube-flannel/"),
-            k8s.mount("xtables-lock", "/run/xtables.lock"),
-        ],
-    )
-
-
 def _flannel_rules() -> list[dict[str, Any]]:
     return [
         rule([""], ["pods"], ["get"]),
@@ -230,57 +195,348 @@ def _node_daemonset(config: ClusterConfig, name: str, account: str, pod: dict[st
     return k8s.workload("DaemonSet", name, {"k8s-app": name}, spec, strategy=network.update_strategy)
 
 
-def canal(config: ClusterConfig) -> list[Obj]:
-    images = config.system_images
-    ipam = {"type": "host-local", "subnet": "usePodCidr"}
-    flexvol_dir = _option(config, "flex_volume_plugin_dir")
-    pod = {
-        "initContainers": [
-            _install_cni(images.canal_cni, "10-canal.conflist", "canal-config"),
-            _flexvol(images.canal_flexvol),
+# KDM's canal templates differ outside their CRDs only in three hostPath volumes made when missing
+# (canal-v3.27.4 and -v3.28.1); [from, to) of the Kubernetes versions that get those
+CANAL_DIRECTORY_OR_CREATE = (
+    ("v1.28.13-rancher1-1", "v1.29.0-rancher1-1"),
+    ("v1.29.8-rancher1-1", "v1.30.0-rancher1-1"),
+    ("v1.30.4-rancher1-1", ""),
+)
+CANAL_CNI_CONF = """{
+  "name": "k8s-pod-network",
+  "cniVersion": "0.3.1",
+  "plugins": [
+    {
+      "type": "calico",
+      "log_level": "info",
+      "log_file_path": "/var/log/calico/cni/cni.log",
+      "datastore_type": "kubernetes",
+      "nodename": "__KUBERNETES_NODE_NAME__",
+      "mtu": __CNI_MTU__,
+      "ipam": {
+          "type": "host-local",
+          "subnet": "usePodCidr"
+      },
+      "policy": {
+          "type": "k8s"
+      },
+      "kubernetes": {
+          "kubeconfig": "__KUBECONFIG_FILEPATH__"
+      }
+    },
+    {
+      "type": "portmap",
+      "snat": true,
+      "capabilities": {"portMappings": true}
+    },
+    {
+      "type": "bandwidth",
+      "capabilities": {"bandwidth": true}
+    }
+  ]
+}"""
+CALICO_CRITICAL_TOLERATIONS = [
+    {"effect": "NoSchedule", "operator": "Exists"},
+    {"key": "CriticalAddonsOnly", "operator": "Exists"},
+    {"effect": "NoExecute", "operator": "Exists"},
+]
+KUBE_CONTROLLERS = "calico-kube-controllers"
+
+
+def _in_ranges(version: str, ranges: tuple[tuple[str, str], ...]) -> bool:
+    key = version_key(version)
+    return any(version_key(low) <= key and (not high or key < version_key(high)) for low, high in ranges)
+
+
+def _canal_config(config: ClusterConfig) -> Obj:
+    cidr = config.services.kube_controller.cluster_cidr.split(",")[0]
+    backend = _option(config, "flannel_backend_type")
+    net_conf = f'{{\n  "Network": "{cidr}",\n  "Backend": {{\n    "Type": "{backend}"\n  }}\n}}\n'
+    data = {
+        "typha_service_name": "none",
+        "canal_iface": _option(config, "iface"),
+        "masquerade": "true",
+        "veth_mtu": str(config.network.mtu or 1450),
+        "cni_network_config": CANAL_CNI_CONF,
+        "net-conf.json": net_conf,
+    }
+    return k8s.config_map("canal-config", data)
+
+
+def _canal_rules() -> list[dict[str, Any]]:
+    """RKE's `calico` ClusterRole for canal's calico-node."""
+    watched = [
+        "globalfelixconfigs", "felixconfigurations", "bgppeers", "bgpfilters", "globalbgpconfigs",
+        "bgpconfigurations", "ippools", "ipreservations", "ipamblocks", "globalnetworkpolicies",
+        "globalnetworksets", "networkpolicies", "networksets", "clusterinformations", "hostendpoints",
+        "blockaffinities", "caliconodestatuses",
+    ]  # fmt: skip
+    return [
+        rule([""], ["serviceaccounts/token"], ["create"], resourceNames=["canal", "calico-cni-plugin"]),
+        rule([""], ["pods", "nodes", "namespaces"], ["get"]),
+        rule(["discovery.k8s.io"], ["endpointslices"], ["watch", "list"]),
+        rule([""], ["endpoints", "services"], ["watch", "list", "get"]),
+        rule([""], ["configmaps"], ["get"]),
+        rule([""], ["nodes/status"], ["patch", "update"]),
+        rule(["networking.k8s.io"], ["networkpolicies"], ["watch", "list"]),
+        rule([""], ["pods", "namespaces", "serviceaccounts"], ["list", "watch"]),
+        rule([""], ["pods/status"], ["patch"]),
+        rule([CALICO_GROUP], watched, READ),
+        rule([CALICO_GROUP], ["ippools", "felixconfigurations", "clusterinformations"], ["create", "update"]),
+        rule([CALICO_GROUP], ["caliconodestatuses"], ["update"]),
+        rule([""], ["nodes"], READ),
+        rule([CALICO_GROUP], ["bgpconfigurations", "bgppeers"], ["create", "update"]),
+    ]
+
+
+def _kube_controllers_rules() -> list[dict[str, Any]]:
+    return [
+        rule([""], ["nodes"], ["watch", "list", "get"]),
+        rule([""], ["pods"], READ),
+        rule([CALICO_GROUP], ["ipreservations"], ["list"]),
+        rule(
+            [CALICO_GROUP],
+            ["blockaffinities", "ipamblocks", "ipamhandles"],
+            ["get", "list", "create", "update", "delete", "watch"],
+        ),
+        rule([CALICO_GROUP], ["ippools"], ["list", "watch"]),
+        rule([CALICO_GROUP], ["hostendpoints"], ["get", "list", "create", "update", "delete"]),
+        rule([CALICO_GROUP], ["clusterinformations"], ["get", "list", "create", "update", "watch"]),
+        rule([CALICO_GROUP], ["kubecontrollersconfigurations"], ["get", "create", "update", "watch"]),
+    ]
+
+
+def _canal_pod(config: ClusterConfig, rbac: bool) -> dict[str, Any]:
+    images, network = config.system_images, config.network
+    services_endpoint = [{"configMapRef": {"name": "kubernetes-services-endpoint", "optional": True}}]
+    cni_account = k8s.field_env("CALICO_CNI_SERVICE_ACCOUNT", "spec.serviceAccountName")
+    install = {
+        "name": "install-cni",
+        "image": images.canal_cni,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["/opt/cni/bin/install"],
+        "envFrom": services_endpoint,
+        "env": [
+            cni_account,
+            {"name": "CNI_CONF_NAME", "value": "10-canal.conflist"},
+            k8s.config_env("CNI_NETWORK_CONFIG", "canal-config", "cni_network_config"),
+            k8s.field_env("KUBERNETES_NODE_NAME", "spec.nodeName"),
+            k8s.config_env("CNI_MTU", "canal-config", "veth_mtu"),
+            {"name": "SLEEP", "value": "false"},
         ],
-        "containers": [
-            _calico_node(
-                images.canal_node,
-                k8s.env(
-                    CALICO_NETWORKING_BACKEND="none",
-                    CLUSTER_TYPE="k8s,canal",
-                    FELIX_IPTABLESREFRESHINTERVAL="60",
-                    IP="",
-                    FELIX_LOGSEVERITYSCREEN="info",
-                ),
-            ),
-            _flanneld(config, images.canal_flannel),
+        "volumeMounts": [
+            k8s.mount("cni-bin-dir", "/host/opt/cni/bin"),
+            k8s.mount("cni-net-dir", "/host/etc/cni/net.d"),
         ],
-        "volumes": [
-            *_node_volumes(flexvol_dir),
-            k8s.host_volume("run", "/run"),
-            {
-                "name": "flannel-cfg",
-                "configMap": {
-                    "name": "canal-config",
-                    "items": [{"key": "net-conf.json", "path": "net-conf.json"}],
-                },
-            },
+        "securityContext": {"privileged": True},
+    }
+    bidirectional = {"mountPropagation": "Bidirectional"}
+    bpffs = {
+        "name": "mount-bpffs",
+        "image": images.canal_node,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["calico-node", "-init", "-best-effort"],
+        "volumeMounts": [
+            {**k8s.mount("sys-fs", "/sys/fs"), **bidirectional},
+            {**k8s.mount("var-run-calico", "/var/run/calico"), **bidirectional},
+            k8s.mount("nodeproc", "/nodeproc", read_only=True),
+        ],
+        "securityContext": {"privileged": True},
+    }
+    environment = {
+        "DATASTORE_TYPE": "kubernetes",
+        "USE_POD_CIDR": "true",
+        "WAIT_FOR_DATASTORE": "true",
+    }
+    later = {
+        "CALICO_NETWORKING_BACKEND": "none",
+        "CLUSTER_TYPE": "k8s,canal",
+        "FELIX_IPTABLESREFRESHINTERVAL": "60",
+        "IP": "",
+        "CALICO_DISABLE_FILE_LOGGING": "true",
+        "FELIX_DEFAULTENDPOINTTOHOSTACTION": "ACCEPT",
+        "FELIX_IPV6SUPPORT": "false",
+        "FELIX_LOGFILEPATH": "none",
+        "FELIX_LOGSEVERITYSYS": "",
+        "FELIX_LOGSEVERITYSCREEN": "Warning",
+        "FELIX_HEALTHENABLED": "true",
+        "FELIX_IPTABLESBACKEND": "auto",
+    }
+    writable = {"readOnly": False}
+    node = {
+        "name": "calico-node",
+        "image": images.canal_node,
+        "imagePullPolicy": "IfNotPresent",
+        "envFrom": services_endpoint,
+        "env": [
+            *({"name": k, "value": v} for k, v in environment.items()),
+            k8s.field_env("NODENAME", "spec.nodeName"),
+            cni_account,
+            *({"name": k, "value": v} for k, v in later.items()),
+        ],
+        "securityContext": {"privileged": True},
+        "resources": {"requests": {"cpu": "250m"}},
+        "lifecycle": {"preStop": {"exec": {"command": ["/bin/calico-node", "-shutdown"]}}},
+        "livenessProbe": {
+            "exec": {"command": ["/bin/calico-node", "-felix-live"]},
+            "periodSeconds": 10,
+            "initialDelaySeconds": 10,
+            "failureThreshold": 6,
+            "timeoutSeconds": 10,
+        },
+        "readinessProbe": {
+            "httpGet": {"path": "/readiness", "port": 9099, "host": "localhost"},
+            "periodSeconds": 10,
+            "timeoutSeconds": 10,
+        },
+        "volumeMounts": [
+            {**k8s.mount("cni-net-dir", "/host/etc/cni/net.d"), **writable},
+            k8s.mount("lib-modules", "/lib/modules", read_only=True),
+            {**k8s.mount("xtables-lock", "/run/xtables.lock"), **writable},
+            {**k8s.mount("var-run-calico", "/var/run/calico"), **writable},
+            {**k8s.mount("var-lib-calico", "/var/lib/calico"), **writable},
+            k8s.mount("policysync", "/var/run/nodeagent"),
+            k8s.mount("bpffs", "/sys/fs/bpf"),
+            k8s.mount("cni-log-dir", "/var/log/calico/cni", read_only=True),
         ],
     }
-    return [
-        *_crds(),
-        k8s.service_account("canal"),
-        k8s.cluster_role("calico", _calico_node_rules()),
-        k8s.cluster_role("flannel", _flannel_rules()),
-        k8s.cluster_role_binding("canal-calico", "calico", [k8s.sa_subject("canal")]),
-        k8s.cluster_role_binding("canal-flannel", "flannel", [k8s.sa_subject("canal")]),
-        k8s.config_map(
-            "canal-config",
-            {
-                "canal_iface": _option(config, "iface"),
-                "masquerade": "true",
-                "cni_network_config": _cni_config(config, ipam),
-                "net-conf.json": _net_conf(config),
-            },
+    flanneld = {
+        "name": "kube-flannel",
+        "image": images.canal_flannel,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["/opt/bin/flanneld", "--ip-masq", "--kube-subnet-mgr"],
+        "securityContext": {"privileged": True},
+        "env": [
+            k8s.field_env("POD_NAME", "metadata.name"),
+            k8s.field_env("POD_NAMESPACE", "metadata.namespace"),
+            k8s.config_env("FLANNELD_IFACE", "canal-config", "canal_iface"),
+            k8s.config_env("FLANNELD_IP_MASQ", "canal-config", "masquerade"),
+        ],
+        "volumeMounts": [
+            {**k8s.mount("xtables-lock", "/run/xtables.lock"), **writable},
+            k8s.mount("flannel-cfg", "/etc/kube-flannel/"),
+        ],
+    }
+    made = "DirectoryOrCreate" if _in_ranges(config.kubernetes_version, CANAL_DIRECTORY_OR_CREATE) else ""
+    volumes = [
+        k8s.host_volume("lib-modules", "/lib/modules"),
+        k8s.host_volume("var-run-calico", "/var/run/calico", made),
+        k8s.host_volume("var-lib-calico", "/var/lib/calico", made),
+        k8s.host_volume("xtables-lock", "/run/xtables.lock", "FileOrCreate"),
+        k8s.host_volume("sys-fs", "/sys/fs/", "DirectoryOrCreate"),
+        k8s.host_volume("bpffs", "/sys/fs/bpf", "Directory"),
+        k8s.host_volume("nodeproc", "/proc"),
+        {"name": "flannel-cfg", "configMap": {"name": "canal-config"}},
+        k8s.host_volume("cni-bin-dir", CNI_BIN, made),
+        k8s.host_volume("cni-net-dir", CNI_NET),
+        k8s.host_volume("cni-log-dir", "/var/log/calico/cni"),
+        k8s.host_volume("policysync", "/var/run/nodeagent", "DirectoryOrCreate"),
+    ]
+    return {
+        "nodeSelector": {**k8s.LINUX, **network.node_selector},
+        "hostNetwork": True,
+        "tolerations": CALICO_CRITICAL_TOLERATIONS,
+        **({"serviceAccountName": "canal"} if rbac else {}),
+        "terminationGracePeriodSeconds": 0,
+        "priorityClassName": network.options.get("canal_priority_class_name") or "system-node-critical",
+        "initContainers": [install, bpffs],
+        "containers": [node, flanneld],
+        "volumes": volumes,
+    }
+
+
+def _kube_controllers(config: ClusterConfig, image: str, rbac: bool, priority_option: str) -> list[Obj]:
+    """calico-kube-controllers (its node controller frees what calico kept for deleted nodes) and its
+    PodDisruptionBudget, as RKE runs them with canal and calico."""
+    labels = {"k8s-app": KUBE_CONTROLLERS}
+    probe = {"periodSeconds": 10, "initialDelaySeconds": 10, "failureThreshold": 6, "timeoutSeconds": 10}
+    container = {
+        "name": KUBE_CONTROLLERS,
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "env": [
+            {"name": "ENABLED_CONTROLLERS", "value": "node"},
+            {"name": "DATASTORE_TYPE", "value": "kubernetes"},
+        ],
+        "livenessProbe": {"exec": {"command": ["/usr/bin/check-status", "-l"]}, **probe},
+        "readinessProbe": {"exec": {"command": ["/usr/bin/check-status", "-r"]}, "periodSeconds": 10},
+    }
+    pod = {
+        "nodeSelector": dict(k8s.LINUX),
+        "tolerations": k8s.tolerations(config.network.tolerations, CALICO_CRITICAL_TOLERATIONS),
+        **({"serviceAccountName": KUBE_CONTROLLERS} if rbac else {}),
+        "priorityClassName": config.network.options.get(priority_option) or "system-cluster-critical",
+        "containers": [container],
+    }
+    template = {
+        "metadata": {"name": KUBE_CONTROLLERS, "namespace": k8s.SYSTEM, "labels": labels},
+        "spec": pod,
+    }
+    spec = {
+        "replicas": 1,
+        "selector": {"matchLabels": labels},
+        "strategy": {"type": "Recreate"},
+        "template": template,
+    }
+    deployment = k8s.obj("apps/v1", "Deployment", KUBE_CONTROLLERS, k8s.SYSTEM, spec=spec)
+    budget = k8s.obj(
+        "policy/v1", "PodDisruptionBudget", KUBE_CONTROLLERS, k8s.SYSTEM,
+        spec={"maxUnavailable": 1, "selector": {"matchLabels": labels}},
+    )  # fmt: skip
+    for item in (deployment, budget):
+        item["metadata"]["labels"] = dict(labels)
+    return [deployment, *([k8s.service_account(KUBE_CONTROLLERS)] if rbac else []), budget]
+
+
+def canal(config: ClusterConfig) -> list[Obj]:
+    """Object for object as RKE renders KDM's canal templates v3.26.1 to v3.28.1 (tests/kdm), but for
+    the CRDs' schemas (the README says why)."""
+    rbac = config.authorization.mode == "rbac"
+    canal_sa = [k8s.sa_subject("canal")]
+    cni_sa = [k8s.sa_subject("calico-cni-plugin")]
+    roles = [
+        *k8s.bound_role(KUBE_CONTROLLERS, _kube_controllers_rules(), KUBE_CONTROLLERS),
+        k8s.cluster_role("calico", _canal_rules()),
+        k8s.cluster_role(
+            "calico-cni-plugin",
+            [rule([""], ["pods", "nodes", "namespaces"], ["get"]), rule([""], ["pods/status"], ["patch"])],
         ),
-        _node_daemonset(config, "canal", "canal", pod),
+        k8s.cluster_role(
+            "flannel",
+            [
+                rule([""], ["pods"], ["get"]),
+                rule([""], ["nodes"], ["list", "watch"]),
+                rule([""], ["nodes/status"], ["patch"]),
+            ],
+        ),
+        k8s.cluster_role_binding("canal-flannel", "flannel", canal_sa),
+        k8s.cluster_role_binding("canal-calico", "calico", canal_sa),
+    ]
+    daemonset = k8s.obj(
+        "apps/v1",
+        "DaemonSet",
+        "canal",
+        k8s.SYSTEM,
+        spec={
+            "selector": {"matchLabels": {"k8s-app": "canal"}},
+            "updateStrategy": k8s.daemonset_strategy(config.network.update_strategy),
+            "template": {"metadata": {"labels": {"k8s-app": "canal"}}, "spec": _canal_pod(config, rbac)},
+        },
+    )
+    daemonset["metadata"]["labels"] = {"k8s-app": "canal"}
+    return [
+        _canal_config(config),
+        *_crds(),
+        *(roles if rbac else []),
+        k8s.cluster_role_binding("calico-cni-plugin", "calico-cni-plugin", cni_sa),
+        daemonset,
+        *([k8s.service_account("canal"), k8s.service_account("calico-cni-plugin")] if rbac else []),
+        *_kube_controllers(
+            config,
+            config.system_images.canal_controllers,
+            rbac,
+            "calico_kube_controllers_priority_class_name",
+        ),
     ]
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from rke_py.addons import user
 from rke_py.config import kdm
-from rke_py.config.defaults import INGRESS_HTTP_PORT, INGRESS_HTTPS_PORT, PROVIDER_OPTIONS
+from rke_py.config.defaults import INGRESS_HTTP_PORT, INGRESS_HTTPS_PORT, NETWORK_OPTIONS, PROVIDER_OPTIONS
 from rke_py.config.findings import Findings, Path, did_you_mean, dotted, excerpt
 from rke_py.config.schema import DNS_OPTIONS, ClusterConfig, Toleration
 from rke_py.config.validate_nodes import TAINT_EFFECTS, check_port
@@ -23,6 +23,12 @@ ADDON_PROVIDERS = {
     "dns": ("coredns", "kube-dns", "none"),
     "ingress": ("nginx", "none"),
     "monitoring": ("metrics-server", "none"),
+}
+# canal options RKE reads (and defaults) that its templates leave out
+CANAL_UNUSED_OPTIONS = {
+    "canal_flannel_backend_vni": "RKE's canal leaves flannel's VXLAN at its defaults",
+    "canal_flannel_backend_port": "RKE's canal leaves flannel's VXLAN at its defaults",
+    "canal_flex_volume_plugin_dir": "RKE's canal templates no longer run the flexvolume driver",
 }
 INGRESS_NETWORK_MODES = ("hostPort", "hostNetwork", "none")
 DNS_POLICIES = ("ClusterFirst", "ClusterFirstWithHostNet", "Default", "None")
@@ -54,6 +60,11 @@ def network_plugin(config: ClusterConfig, findings: Findings) -> None:
             "network.tolerations are not used by the flannel plugin: it tolerates every taint, as in RKE",
             "remove them",
         )
+    if plugin == "canal":
+        for key, why in CANAL_UNUSED_OPTIONS.items():
+            if config.network.options.get(key) != NETWORK_OPTIONS["canal"][key]:
+                message = f"network.options.{key} is not used: {why}"
+                findings.warning(("network", "options", key), message, "remove it")
     for key in (f"{plugin}_flannel_backend_vni", "flannel_backend_vni"):  # RKE reads them as numbers
         value = config.network.options.get(key)
         if value is not None and not re.fullmatch(r"[0-9]{1,8}", value):
@@ -113,7 +124,7 @@ def images(config: ClusterConfig, findings: Findings) -> None:
         return
     needed = {
         ("network", "plugin"): {
-            "canal": ("canal_node", "canal_cni", "canal_flannel", "canal_flexvol"),
+            "canal": ("canal_node", "canal_cni", "canal_flannel", "canal_controllers"),
             "flannel": ("flannel", "flannel_cni"),
             "calico": ("calico_node", "calico_cni", "calico_controllers", "calico_flexvol"),
         }.get(config.network.plugin, ()),

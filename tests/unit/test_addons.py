@@ -50,12 +50,16 @@ def test_canal_carries_the_pod_network_backend_and_interface():
     config_map = find(objects, "configmap/kube-system/canal-config")
     assert json.loads(config_map["data"]["net-conf.json"]) == {
         "Network": "10.42.0.0/16",
-        "Backend": {"Type": "vxlan", "VNI": 1, "Port": 8472},
+        "Backend": {"Type": "vxlan"},
     }
+    assert config_map["data"]["veth_mtu"] == "1450"  # RKE's, when network.mtu is not set
     pod = find(objects, "daemonset/kube-system/canal")["spec"]["template"]["spec"]
     assert [c["name"] for c in pod["containers"]] == ["calico-node", "kube-flannel"]
     assert pod["hostNetwork"] is True and pod["nodeSelector"] == {"kubernetes.io/os": "linux"}
     assert {"operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+    # the node controller of calico-kube-controllers frees what calico kept for deleted nodes
+    controllers = find(objects, "deployment/kube-system/calico-kube-controllers")["spec"]["template"]["spec"]
+    assert controllers["containers"][0]["env"][0] == {"name": "ENABLED_CONTROLLERS", "value": "node"}
 
 
 def test_flannel_options_and_kube_dns_upstreams():
