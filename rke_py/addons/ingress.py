@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from rke_py.addons import k8s
-from rke_py.addons.k8s import Obj, rule
+from rke_py.addons.k8s import READ, Obj, rule
 from rke_py.config.kdm import version_key
 from rke_py.config.schema import ClusterConfig
 
@@ -23,7 +23,6 @@ ADMISSION = "ingress-nginx-admission"  # the webhook, its certificate's Secret, 
 WEBHOOK_SERVICE = "ingress-nginx-controller-admission"
 BACKEND = "default-http-backend"
 CLASS = "nginx"
-READ = ["get", "list", "watch"]
 # The ingress-nginx release each KDM template is based on, from the first Kubernetes version that gets it
 # (cluster.yml's image may differ; RKE picks the template by Kubernetes version), and whether it turns
 # the controller's metrics off. Kubernetes versions before the first get the first.

@@ -17,6 +17,8 @@ ADDON_LABEL = "rke-py.io/addon"
 RBAC = "rbac.authorization.k8s.io/v1"
 SYSTEM = "kube-system"
 LINUX = {"kubernetes.io/os": "linux"}
+READ = ["get", "list", "watch"]
+CNI_BIN, CNI_NET = "/opt/cni/bin", "/etc/cni/net.d"  # where the network plugins install CNI on a node
 # Add-ons that keep the cluster running tolerate every taint, as RKE's templates do.
 TOLERATE_ALL: list[dict[str, Any]] = [
     {"effect": "NoExecute", "operator": "Exists"},

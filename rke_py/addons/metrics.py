@@ -7,13 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 from rke_py.addons import k8s
-from rke_py.addons.k8s import Obj, rule
+from rke_py.addons.k8s import READ, Obj, rule
 from rke_py.config.kdm import version_key
 from rke_py.config.schema import ClusterConfig
 
 NAME = "metrics-server"
 LABELS = {"k8s-app": NAME}
-READ = ["get", "list", "watch"]
 V0_7_FROM = (1, 28, 6)  # KDM's metricsserver-v0.7.0 template from here on, v0.6.1 before
 DEFAULT_ROLLING = {"maxUnavailable": "25%", "maxSurge": "25%"}  # RKE's setDeploymentAddonDefaults
 

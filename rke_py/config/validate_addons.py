@@ -24,11 +24,15 @@ ADDON_PROVIDERS = {
     "ingress": ("nginx", "none"),
     "monitoring": ("metrics-server", "none"),
 }
-# canal options RKE reads (and defaults) that its templates leave out
-CANAL_UNUSED_OPTIONS = {
-    "canal_flannel_backend_vni": "RKE's canal leaves flannel's VXLAN at its defaults",
-    "canal_flannel_backend_port": "RKE's canal leaves flannel's VXLAN at its defaults",
-    "canal_flex_volume_plugin_dir": "RKE's canal templates no longer run the flexvolume driver",
+# options RKE reads (and defaults) that its templates leave out
+NO_FLEXVOLUME = "RKE's templates no longer run the flexvolume driver"
+UNUSED_NETWORK_OPTIONS = {
+    "canal": {
+        "canal_flannel_backend_vni": "RKE's canal leaves flannel's VXLAN at its defaults",
+        "canal_flannel_backend_port": "RKE's canal leaves flannel's VXLAN at its defaults",
+        "canal_flex_volume_plugin_dir": NO_FLEXVOLUME,
+    },
+    "calico": {"calico_flex_volume_plugin_dir": NO_FLEXVOLUME},
 }
 INGRESS_NETWORK_MODES = ("hostPort", "hostNetwork", "none")
 DNS_POLICIES = ("ClusterFirst", "ClusterFirstWithHostNet", "Default", "None")
@@ -60,9 +64,9 @@ def network_plugin(config: ClusterConfig, findings: Findings) -> None:
             "network.tolerations are not used by the flannel plugin: it tolerates every taint, as in RKE",
             "remove them",
         )
-    if plugin == "canal":
-        for key, why in CANAL_UNUSED_OPTIONS.items():
-            if config.network.options.get(key) != NETWORK_OPTIONS["canal"][key]:
+    if plugin in UNUSED_NETWORK_OPTIONS:
+        for key, why in UNUSED_NETWORK_OPTIONS[plugin].items():
+            if config.network.options.get(key) != NETWORK_OPTIONS[plugin][key]:
                 message = f"network.options.{key} is not used: {why}"
                 findings.warning(("network", "options", key), message, "remove it")
     for key in (f"{plugin}_flannel_backend_vni", "flannel_backend_vni"):  # RKE reads them as numbers
@@ -126,7 +130,7 @@ def images(config: ClusterConfig, findings: Findings) -> None:
         ("network", "plugin"): {
             "canal": ("canal_node", "canal_cni", "canal_flannel", "canal_controllers"),
             "flannel": ("flannel", "flannel_cni"),
-            "calico": ("calico_node", "calico_cni", "calico_controllers", "calico_flexvol"),
+            "calico": ("calico_node", "calico_cni", "calico_controllers"),
         }.get(config.network.plugin, ()),
         ("dns", "provider"): {
             "coredns": ("coredns", "coredns_autoscaler"),

@@ -30,7 +30,8 @@ UNUSED_IMAGES = {
     "weave_node": "Weave (rke-py deploys canal, flannel and calico)",
     "weave_cni": "Weave (rke-py deploys canal, flannel and calico)",
     "calico_ctl": "calicoctl, which RKE's manifests do not run",
-    "canal_flexvol": "canal's flexvolume driver, which RKE's canal templates no longer run",
+    "canal_flexvol": "canal's flexvolume driver, which RKE's templates no longer run",
+    "calico_flexvol": "calico's flexvolume driver, which RKE's templates no longer run",
     "windows_pod_infra_container": "Windows nodes, which rke-py does not run",
 }
 ACI_DEFAULTS = {

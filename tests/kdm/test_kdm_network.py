@@ -49,6 +49,27 @@ network:
   update_strategy: {strategy: RollingUpdate, rollingUpdate: {maxUnavailable: 3}}
 """,
     "canal_without_rbac": "authorization: {mode: none}\nnetwork: {update_strategy: {strategy: OnDelete}}\n",
+    "calico_defaults": "network: {plugin: calico}\n",
+    "calico_everything": """
+network:
+  plugin: calico
+  mtu: 1400
+  options:
+    calico_node_priority_class_name: network-high
+    calico_kube_controllers_priority_class_name: controllers-high
+  node_selector: {network: "yes"}
+  tolerations: [{key: dedicated, operator: Equal, value: network, effect: NoSchedule}]
+  update_strategy: {strategy: RollingUpdate, rollingUpdate: {maxUnavailable: 3}}
+""",
+    "calico_dual_stack_without_rbac": """
+authorization: {mode: none}
+network: {plugin: calico}
+services:
+  kube-controller:
+    cluster_cidr: 10.42.0.0/16,fd00:42::/56
+    service_cluster_ip_range: 10.43.0.0/16,fd00:43::/112
+  kube-api: {service_cluster_ip_range: "10.43.0.0/16,fd00:43::/112"}
+""",
 }
 KUBE_NODE = "/etc/kubernetes/ssl/kube-node"  # RKE's pki paths of the node identity canal and calico use
 
@@ -103,7 +124,23 @@ def network_options(config: ClusterConfig) -> dict[str, Any]:
                 "calico_kube_controllers_priority_class_name", ""
             ),
         }
-    raise AssertionError(f"no RKE inputs for {network.plugin} yet")
+    return {
+        **common,
+        "KubeCfg": "/etc/kubernetes/ssl/kubecfg-kube-node.yaml",
+        "CNIImage": images.calico_cni,
+        "NodeImage": images.calico_node,
+        "Calicoctl": images.calico_ctl,
+        "ControllersImage": images.calico_controllers,
+        "CloudProvider": options.get("calico_cloud_provider", ""),
+        "FlexVolImg": images.calico_flexvol,
+        "MTU": network.mtu,
+        "Tolerations": tolerations(network.tolerations),
+        "FlexVolPluginDir": options.get("calico_flex_volume_plugin_dir", ""),
+        "CalicoNodePriorityClassName": options.get("calico_node_priority_class_name", ""),
+        "CalicoKubeControllersPriorityClassName": options.get(
+            "calico_kube_controllers_priority_class_name", ""
+        ),
+    }
 
 
 def _crds_by_name(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:

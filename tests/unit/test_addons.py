@@ -74,12 +74,15 @@ def test_flannel_options_and_kube_dns_upstreams():
     assert find(objects, "service/kube-system/kube-dns")["spec"]["clusterIP"] == "10.43.0.10"
 
 
-def test_calico_scheduling_options_replace_the_templates():
+def test_calico_scheduling_options_as_rke_applies_them():
     objects = objects_of(FIXTURES / "calico_everything.yml")
     daemonset = find(objects, "daemonset/kube-system/calico-node")
     pod = daemonset["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {"kubernetes.io/os": "linux", "pool": "net"}
-    assert pod["tolerations"] == [
+    # calico-node tolerates every taint; network.tolerations go to calico-kube-controllers
+    assert {"effect": "NoExecute", "operator": "Exists"} in pod["tolerations"]
+    controllers = find(objects, "deployment/kube-system/calico-kube-controllers")["spec"]["template"]["spec"]
+    assert controllers["tolerations"] == [
         {"key": "dedicated", "operator": "Equal", "value": "net", "effect": "NoSchedule"}
     ]
     assert daemonset["spec"]["updateStrategy"] == {
