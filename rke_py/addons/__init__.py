@@ -41,13 +41,13 @@ PRUNE_KINDS = (
     "apiextensions.k8s.io/v1/CustomResourceDefinition",
     "apiregistration.k8s.io/v1/APIService",
 )
+DNS_ADDONS = {"coredns": "rke-coredns-addon", "kube-dns": "rke-kube-dns-addon"}  # provider: RKE's name
 # RKE deployed add-ons with Jobs named after the add-on; rke-py removes them once they finished.
 RKE_JOBS = tuple(
     f"{name}-deploy-job"
     for name in (
         "rke-network-plugin",
-        "rke-coredns-addon",
-        "rke-kube-dns-addon",
+        *DNS_ADDONS.values(),
         "rke-nodelocal-addon",
         "rke-metrics-addon",
         "rke-ingress-controller",
@@ -71,10 +71,11 @@ def build(config: ClusterConfig, base: Path | None = None) -> list[Addon]:
     inline, included = user.user_objects(
         config.addons, config.addons_include, config.positions, config.source, base or Path(".")
     )
-    dns_name = "rke-kube-dns-addon" if config.dns.provider == "kube-dns" else "rke-coredns-addon"
+    # the DNS provider in use first; the other one's add-on stays, empty, so what it left is removed
+    providers = sorted(DNS_ADDONS.items(), key=lambda item: item[0] != config.dns.provider)
     found = [
         Addon("rke-network-plugin", network.objects(config)),
-        Addon(dns_name, dns.objects(config)),
+        *(Addon(name, dns.objects(config) if p == config.dns.provider else []) for p, name in providers),
         Addon("rke-nodelocal-addon", dns.nodelocal_objects(config)),
         Addon("rke-metrics-addon", metrics.objects(config)),
         Addon("rke-ingress-controller", ingress.objects(config)),

@@ -195,6 +195,27 @@ def test_a_changed_admission_job_is_made_anew(lab):
     assert _addon_actions(up(lab, "--no-verify").json()) == []
 
 
+def test_switching_dns_to_kube_dns_removes_coredns_and_keeps_the_service(lab):
+    service = _get(lab, "service", "-n", "kube-system", "kube-dns")["metadata"]["uid"]
+    edit_cluster_yml(lab, lambda data: data["dns"].update(provider="kube-dns"))
+    run = up(lab, "--no-verify")
+    assert run.code == 0, run.stderr
+    deleted = {a["target"] for a in run.json()["cluster"] if a["kind"] == "delete"}
+    assert {
+        "deployment/kube-system/coredns",
+        "deployment/kube-system/coredns-autoscaler",
+        "configmap/kube-system/coredns",
+        "serviceaccount/kube-system/coredns",
+        "clusterrole/system:coredns",
+    } <= deleted
+    assert not _exists(lab, "deployment", "-n", "kube-system", "coredns")
+    assert _exists(lab, "deployment", "-n", "kube-system", "kube-dns")
+    held = _get(lab, "service", "-n", "kube-system", "kube-dns")  # both providers' Service: taken over
+    assert held["metadata"]["uid"] == service
+    assert held["metadata"]["labels"][ADDON_LABEL] == "rke-kube-dns-addon"
+    assert _addon_actions(up(lab, "--no-verify").json()) == []
+
+
 def test_switching_plugin_and_providers_prunes_what_is_no_longer_wanted(lab):
     def switch(data) -> None:
         data["network"] = {"plugin": "flannel"}
@@ -213,18 +234,18 @@ def test_switching_plugin_and_providers_prunes_what_is_no_longer_wanted(lab):
     assert flannel["spec"]["selector"] == {"matchLabels": {"k8s-app": "flannel"}}
     assert {
         "daemonset/kube-system/canal",
-        "deployment/kube-system/coredns",
+        "deployment/kube-system/kube-dns",
         "service/kube-system/kube-dns",
         "daemonset/kube-system/node-local-dns",
         "namespace/team-a",
         "serviceaccount/team-a/deployer",
     } <= set(deleted)
     assert deleted.index("namespace/team-a") > deleted.index(
-        "configmap/kube-system/coredns"
+        "configmap/kube-system/kube-dns"
     )  # namespaces last
     assert not any("metrics-server" in target or "ingress" in target for target in deleted)
     assert not _exists(lab, "daemonset", "-n", "kube-system", "canal")
-    assert not _exists(lab, "deployment", "-n", "kube-system", "coredns")
+    assert not _exists(lab, "deployment", "-n", "kube-system", "kube-dns")
     assert not _exists(lab, "service", "-n", "kube-system", "kube-dns")
     assert _exists(lab, "daemonset", "-n", "kube-system", "kube-flannel")
     assert _exists(lab, "deployment", "-n", "kube-system", "metrics-server")

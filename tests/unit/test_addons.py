@@ -209,3 +209,13 @@ def test_an_include_by_url_is_fetched(tmp_path: Path):
     finally:
         server.shutdown()
     assert [object_ref(o) for o in addons["rke-user-includes-addons"]] == ["serviceaccount/x/bot"]
+
+
+def test_the_dns_provider_not_in_use_keeps_an_empty_add_on_so_what_it_left_is_removed():
+    for provider, other in (("kube-dns", "rke-coredns-addon"), ("coredns", "rke-kube-dns-addon")):
+        config = load_text(f"{BASE}dns: {{provider: {provider}}}\n").config
+        addons = {a.name: a.objects for a in build(config)}
+        assert addons[other] == []
+        assert any(o["kind"] == "Deployment" for o in addons[f"rke-{provider}-addon"])
+    names = [a.name for a in build(load_text(f"{BASE}dns: {{provider: none}}\n").config)]
+    assert {"rke-coredns-addon", "rke-kube-dns-addon"} <= set(names)
