@@ -280,6 +280,7 @@ class Session:
         found = for_all(groups, listed, self.options.concurrency)
         labelled = {identity(item): item for _, items in found for item in items}
         actions: list[ClusterAction] = []
+        wanted = [o for addon in addons for o in addon.objects]  # an object may move to another add-on
         for addon in addons:
 
             def current(obj: dict[str, Any]) -> dict[str, Any] | None:
@@ -287,7 +288,7 @@ class Session:
 
             actions += object_actions(addon.objects, current, "addons", addon.name)
             had = [o for o in labelled.values() if o["metadata"]["labels"].get(ADDON_LABEL) == addon.name]
-            actions += prune_actions(addon.objects, had, f"no longer part of {addon.name}", addon.name)
+            actions += prune_actions(wanted, had, f"no longer part of {addon.name}", addon.name)
         jobs = [
             job
             for job in api.list("batch/v1", "Job")
