@@ -52,9 +52,9 @@ def changed_fields(desired: Obj, current: Obj) -> list[str]:
 
 
 def _holds(want: Any, have: Any) -> bool:
-    """Whether `have` holds every value of `want` (the API adds defaults beside them, and drops empty
-    maps and lists)."""
-    if want in ({}, []) and have is None:
+    """Whether `have` holds every value of `want` (the API adds defaults beside them, and leaves out
+    fields at their zero value: empty maps, lists and strings, 0, false)."""
+    if have is None and (want in ({}, [], "") or want is False or (type(want) is int and want == 0)):
         return True
     if isinstance(want, dict):
         return isinstance(have, dict) and all(_holds(v, have.get(k)) for k, v in want.items())

@@ -299,7 +299,8 @@ def test_every_variant_of_every_add_on_is_accepted_by_the_apiserver(lab):
     for name, change in variants.items():
         loaded = config_pkg.load_text(json.dumps({**base, **change}), f"{name}.yml")
         objects = [o for addon in build(loaded.config, Path(lab.cluster_yml).parent) for o in addon.objects]
-        objects = [o for o in objects if o["kind"] != "Namespace"]
+        # a Job's pod template cannot change in place (up makes it anew; the tests above check that)
+        objects = [o for o in objects if o["kind"] not in ("Namespace", "Job")]
         items = json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
         dry_run = ("--server-side", "--dry-run=server", "--field-manager=rke-py", "--force-conflicts")
         done = kubectl_run(lab, "apply", *dry_run, "-f", "-", stdin=items)

@@ -60,3 +60,17 @@ def test_a_cluster_scoped_object_given_a_namespace_is_not_pruned():
     ]
     gone = [action.ref for action in prune_actions(wanted, found, "no longer wanted")]
     assert gone == ["ingressclass/old", "configmap/b/settings"]
+
+
+def test_fields_the_api_leaves_out_at_their_zero_value_are_not_a_change():
+    pod = {"containers": [{"name": "c", "image": "i", "env": [{"name": "IP", "value": ""}]}]}
+    spec = {"minReadySeconds": 0, "template": {"spec": pod}, "paused": False}
+    desired = k8s.obj("apps/v1", "DaemonSet", "d", "kube-system", spec=spec)
+    held = copy.deepcopy(stamped(desired))
+    held["spec"] = {
+        "template": {"spec": {"containers": [{"name": "c", "image": "i", "env": [{"name": "IP"}]}]}}
+    }
+    assert object_actions([desired], lambda _: held) == []
+    held["spec"]["template"]["spec"]["containers"][0]["env"][0]["value"] = "10.0.0.1"  # someone set it
+    [action] = object_actions([desired], lambda _: held)
+    assert "spec differs" in action.reason
