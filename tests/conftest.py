@@ -13,7 +13,11 @@ def _in_ci() -> bool:
 
 
 # marker -> the variable that gives what its tests need
-OUTSIDE_INPUTS = {"real_kubernetes": "RKE_PY_KUBE_BINARIES", "kdm": "RKE_PY_KDM"}
+OUTSIDE_INPUTS = {
+    "real_kubernetes": "RKE_PY_KUBE_BINARIES",
+    "real_addons": "RKE_PY_ADDON_BINARIES",
+    "kdm": "RKE_PY_KDM",
+}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

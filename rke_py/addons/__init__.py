@@ -42,6 +42,7 @@ PRUNE_KINDS = (
     "apiregistration.k8s.io/v1/APIService",
 )
 DNS_ADDONS = {"coredns": "rke-coredns-addon", "kube-dns": "rke-kube-dns-addon"}  # provider: RKE's name
+DNS_DEPLOYMENTS = {"coredns": "coredns", "kube-dns": "kube-dns"}  # the Deployment that answers, each
 # RKE deployed add-ons with Jobs named after the add-on; rke-py removes them once they finished.
 RKE_JOBS = tuple(
     f"{name}-deploy-job"
@@ -91,4 +92,13 @@ def _ordered(objects: list[Obj]) -> list[Obj]:
     return sorted(objects, key=lambda item: item["kind"] not in FIRST)
 
 
-__all__ = ["ADDON_LABEL", "PRUNE_KINDS", "RKE_JOBS", "WORKLOAD_KINDS", "Addon", "build"]
+__all__ = [
+    "ADDON_LABEL",
+    "DNS_ADDONS",
+    "DNS_DEPLOYMENTS",
+    "PRUNE_KINDS",
+    "RKE_JOBS",
+    "WORKLOAD_KINDS",
+    "Addon",
+    "build",
+]

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from rke_py.addons import DNS_ADDONS, DNS_DEPLOYMENTS
 from rke_py.config.schema import ClusterConfig, Node
 from rke_py.deploy import actions as a
 from rke_py.deploy import clusterstate, rolling
@@ -461,15 +462,40 @@ class Addons(Phase):
         for addon in [*self.r.desired.addons, None]:  # None: what belongs to no add-on (RKE's Jobs)
             name = addon.name if addon else ""
             deadline = time.monotonic() + timeout
+            mine = [x for x in todo if x.phase == self.key and getattr(x, "addon", "") == name]
+            leaving = addon is not None and not addon.objects and name in DNS_ADDONS.values()
+            if mine and leaving and not self._handed_over(name, deadline):
+                continue
             try:
-                for action in todo:
-                    if action.phase == self.key and getattr(action, "addon", "") == name:
-                        self._until(action, deadline)
+                for action in mine:
+                    self._until(action, deadline)
             except ApplyError as exc:
                 if addon is not None and not addon.critical:
                     log.warning("user add-on %s was not applied: %s", name, exc)
                     continue
                 raise
+
+    def _handed_over(self, old_addon: str, deadline: float) -> bool:
+        """Whether what the DNS provider no longer in use left may go: at once when it answers nothing,
+        else once the provider in use answers (both sit behind the kube-dns Service), so names keep
+        resolving while the provider changes. Until the deadline; then the old one is kept, with a warning,
+        and the next `up` tries again."""
+        old = next(p for p, addon in DNS_ADDONS.items() if addon == old_addon)
+        new = self.r.config.dns.provider
+        if not self._available(DNS_DEPLOYMENTS[old]) or new not in DNS_DEPLOYMENTS:
+            return True
+        while not self._available(DNS_DEPLOYMENTS[new]):
+            if time.monotonic() + self.pause > deadline:
+                log.warning("%s is not answering yet: %s is kept until it does (run up again)", new, old)
+                return False
+            time.sleep(self.pause)
+        return True
+
+    def _available(self, deployment: str) -> bool:
+        found = self.r.session.kube_api().find(
+            f"/apis/apps/v1/namespaces/kube-system/deployments/{deployment}"
+        )
+        return bool(found and (found.get("status") or {}).get("availableReplicas"))
 
     def _until(self, action: a.ClusterAction, deadline: float) -> None:
         while True:

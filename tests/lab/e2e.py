@@ -121,6 +121,11 @@ API_REQUEST = (
     "https://127.0.0.1:6443/api/v1/nodes/{node}"
 )
 URL_REQUEST = "curl -s -o /dev/null -w '%{{http_code}} %{{time_total}}' --max-time {timeout} {url}"
+# a DNS query as a line like curl's: 200 when answered, 000 when not (busybox's nslookup)
+DNS_REQUEST = (
+    "sh -c 'if timeout {timeout} nslookup {name} {server} >/dev/null 2>&1; then echo 200 0; "
+    "else echo 000 {timeout}; fi'"
+)
 PROBE = (  # a failure is logged with its HTTP code (000: no answer), seconds taken and when it started
     "rm -f /tmp/{name}.log /tmp/{name}.stop; "
     "while [ ! -e /tmp/{name}.stop ]; do "
@@ -130,16 +135,24 @@ PROBE = (  # a failure is logged with its HTTP code (000: no answer), seconds ta
 )
 
 
-def start_probe(lab: Lab, index: int, url: str = "", name: str = "probe", timeout: float = 2) -> None:
-    """Request this node's Node object through its nginx-proxy (or `url`) until `stop_probe`; a request
-    without an answer in `timeout` seconds is a failure."""
+def start_probe(
+    lab: Lab,
+    index: int,
+    url: str = "",
+    name: str = "probe",
+    timeout: float = 2,
+    dns: tuple[str, str] = ("", ""),
+) -> None:
+    """Request this node's Node object through its nginx-proxy (or `url`, or the name `dns[0]` from the
+    DNS server `dns[1]`) until `stop_probe`; a request without an answer in `timeout` seconds is a failure."""
     container = docker.from_env().containers.get(lab.hosts[index].name)
     node = lab.hosts[index].name
-    request = (
-        URL_REQUEST.format(url=url, timeout=timeout)
-        if url
-        else API_REQUEST.format(node=node, timeout=timeout)
-    )
+    if dns[0]:
+        request = DNS_REQUEST.format(name=dns[0], server=dns[1], timeout=int(timeout))
+    elif url:
+        request = URL_REQUEST.format(url=url, timeout=timeout)
+    else:
+        request = API_REQUEST.format(node=node, timeout=timeout)
     container.exec_run(["sh", "-c", PROBE.format(name=name, request=request)], detach=True)
 
 
