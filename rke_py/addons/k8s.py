@@ -27,11 +27,6 @@ TOLERATE_ALL: list[dict[str, Any]] = [
 # Node affinity terms of RKE's add-on templates: not on Windows nodes; only on nodes with the worker role.
 NOT_WINDOWS_TERM = {"key": "beta.kubernetes.io/os", "operator": "NotIn", "values": ["windows"]}
 WORKER_TERM = {"key": "node-role.kubernetes.io/worker", "operator": "Exists"}
-CRITICAL_TOLERATIONS = [
-    {"operator": "Exists", "effect": "NoSchedule"},
-    {"operator": "Exists", "effect": "NoExecute"},
-    {"key": "CriticalAddonsOnly", "operator": "Exists"},
-]
 
 
 def obj(api_version: str, kind: str, name: str, namespace: str = "", **fields: Any) -> Obj:
@@ -238,16 +233,6 @@ def daemonset_strategy(given: dict[str, Any]) -> dict[str, Any]:
     return strategy_fields(given)
 
 
-def update_strategy(configured: dict[str, Any], kind: str) -> dict[str, Any]:
-    """RKE's `{strategy, rollingUpdate}` as a DaemonSet's updateStrategy or a Deployment's strategy."""
-    if not configured:
-        return {}
-    out: dict[str, Any] = {"type": configured.get("strategy", "RollingUpdate")}
-    if configured.get("rollingUpdate"):
-        out["rollingUpdate"] = dict(configured["rollingUpdate"])
-    return {("updateStrategy" if kind == "DaemonSet" else "strategy"): out}
-
-
 def workload(
     kind: str,
     name: str,
@@ -255,7 +240,6 @@ def workload(
     pod: dict[str, Any],
     *,
     ns: str = SYSTEM,
-    strategy: dict[str, Any] | None = None,
     pod_annotations: dict[str, str] | None = None,
     **spec: Any,
 ) -> Obj:
@@ -264,29 +248,6 @@ def workload(
     if pod_annotations:
         template["metadata"]["annotations"] = pod_annotations
     body = {"selector": {"matchLabels": labels}, "template": template, **spec}
-    body |= update_strategy(strategy or {}, kind)
     item = obj("apps/v1", kind, name, ns, spec=body)
     item["metadata"]["labels"] = dict(labels)
     return item
-
-
-def pod_spec(
-    containers: list[dict[str, Any]],
-    *,
-    account: str,
-    node_selector: dict[str, str],
-    tolerations_: list[dict[str, Any]],
-    priority_class: str = "",
-    **fields: Any,
-) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "serviceAccountName": account,
-        "nodeSelector": {**LINUX, **node_selector},
-        "tolerations": tolerations_,
-        "containers": containers,
-        "priorityClassName": priority_class,
-        **fields,
-    }
-    return {
-        key: value for key, value in spec.items() if value not in (None, "", [], {})
-    }  # as the API keeps it
