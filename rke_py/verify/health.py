@@ -15,10 +15,20 @@ from rke_py.plan.model import HealthCheck
 
 FAST_POLL = 0.5  # seconds between probes at first
 FAST_PERIOD = 30.0  # for this long; then the check's own interval
+# A server that answers but is not ready yet is starting, not failing: on a slow host (a VM under software
+# emulation) the apiserver's start-up hooks alone took longer than RKE's 50 s. It gets this many times
+# the check's patience; one that never answers still fails after the check's own.
+ANSWERING_PATIENCE = 4
 
 
 def probe(conn, check: HealthCheck, bundle: Mapping[str, CertKeyPair]) -> tuple[bool, str]:
     """One attempt: (healthy, what was seen)."""
+    ok, detail, _ = _probe(conn, check, bundle)
+    return ok, detail
+
+
+def _probe(conn, check: HealthCheck, bundle: Mapping[str, CertKeyPair]) -> tuple[bool, str, bool]:
+    """(healthy, what was seen, whether the server answered at all)."""
     pair = bundle.get(check.client_cert) if check.client_cert else None
     try:
         if check.url.startswith("https://"):
@@ -31,32 +41,38 @@ def probe(conn, check: HealthCheck, bundle: Mapping[str, CertKeyPair]) -> tuple[
         else:
             status, body = conn.http_get(check.url, timeout=5)
     except Exception as exc:  # any transport failure is "not healthy yet"
-        return False, f"{check.url}: {exc}"
+        return False, f"{check.url}: {exc}", False
     text = body.decode(errors="replace").strip() if isinstance(body, bytes) else str(body).strip()
     if status != 200:
-        return False, f"{check.url}: HTTP {status} {text[:200]}"
+        # /readyz and /healthz list every check; the failing ones ("[-]...") say what is not ready.
+        failing = [line for line in text.splitlines() if line.startswith("[-]")]
+        return False, f"{check.url}: HTTP {status} {'; '.join(failing) if failing else text[:200]}", True
     if check.expect_json:
         try:
             doc = json.loads(text)
         except ValueError:
-            return False, f"{check.url}: not JSON: {text[:200]}"
+            return False, f"{check.url}: not JSON: {text[:200]}", True
         for key, want in check.expect_json:
             if str(doc.get(key)) != want:
-                return False, f"{check.url}: {key}={doc.get(key)!r}, want {want!r}"
-    return True, f"{check.url}: {text[:80] or 'ok'}"
+                return False, f"{check.url}: {key}={doc.get(key)!r}, want {want!r}", True
+    return True, f"{check.url}: {text[:80] or 'ok'}", True
 
 
 def wait_healthy(conn, check: HealthCheck, bundle: Mapping[str, CertKeyPair]) -> tuple[bool, str]:
-    """Probe until healthy or the check's patience (retries times interval, RKE's numbers) runs out.
+    """Probe until healthy or the check's patience (retries times interval, RKE's numbers) runs out;
+    ANSWERING_PATIENCE times that once the server answers.
 
     Most components answer within a second or two, so the first seconds are probed twice a second:
     every container started one after another on a host waits less.
     """
     started = time.monotonic()
-    deadline = started + check.retries * check.interval
+    patience = check.retries * check.interval
+    deadline = started + patience
     while True:
-        ok, detail = probe(conn, check, bundle)
+        ok, detail, answered = _probe(conn, check, bundle)
         now = time.monotonic()
+        if answered:
+            deadline = started + ANSWERING_PATIENCE * patience
         if ok or now >= deadline:
             return ok, detail
         time.sleep(min(FAST_POLL if now - started < FAST_PERIOD else check.interval, deadline - now))

@@ -1,0 +1,74 @@
+"""How long `up` waits for a component's health check, and what it says when the wait runs out."""
+
+from __future__ import annotations
+
+import pytest
+
+from rke_py.plan.model import HealthCheck
+from rke_py.verify import health
+
+CHECK = HealthCheck(url="https://localhost:6443/readyz", retries=10, interval=5.0)  # RKE's 50 s
+NOT_READY = (
+    b"[+]ping ok\n[+]etcd ok\n[-]poststarthook/rbac/bootstrap-roles failed: reason withheld\n"
+    b"[-]poststarthook/scheduling/bootstrap-system-priority-classes failed: reason withheld\n"
+    b"readyz check failed"
+)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class Node:
+    """An apiserver that refuses connections, or answers "not ready" until `ready_at` (never if None)."""
+
+    def __init__(self, clock: Clock, ready_at: float | None, refuse: bool = False) -> None:
+        self.clock, self.ready_at, self.refuse = clock, ready_at, refuse
+
+    def https_get(self, url, cert_pem=None, key_pem=None, timeout=5):
+        if self.refuse:
+            raise ConnectionRefusedError("connection refused")
+        if self.ready_at is not None and self.clock.now >= self.ready_at:
+            return 200, b"ok"
+        return 500, NOT_READY
+
+
+@pytest.fixture
+def clock(monkeypatch) -> Clock:
+    fake = Clock()
+    monkeypatch.setattr(health.time, "monotonic", fake.monotonic)
+    monkeypatch.setattr(health.time, "sleep", fake.sleep)
+    return fake
+
+
+def test_a_server_that_answers_gets_longer_than_one_that_does_not(clock: Clock):
+    # The apiserver on a slow host: it answers at once, its start-up hooks finish after 150 s.
+    ok, detail = health.wait_healthy(Node(clock, ready_at=150), CHECK, {})
+    assert ok, detail
+    assert 150 <= clock.now < 160
+
+
+def test_the_longer_wait_has_an_end(clock: Clock):
+    ok, detail = health.wait_healthy(Node(clock, ready_at=None), CHECK, {})
+    assert not ok
+    assert clock.now == pytest.approx(health.ANSWERING_PATIENCE * 50)
+    # What is not ready, not the first 200 characters of the list.
+    assert detail == (
+        "https://localhost:6443/readyz: HTTP 500 "
+        "[-]poststarthook/rbac/bootstrap-roles failed: reason withheld; "
+        "[-]poststarthook/scheduling/bootstrap-system-priority-classes failed: reason withheld"
+    )
+
+
+def test_a_server_that_never_answers_fails_after_rkes_patience(clock: Clock):
+    ok, detail = health.wait_healthy(Node(clock, ready_at=None, refuse=True), CHECK, {})
+    assert not ok
+    assert clock.now == pytest.approx(50)
+    assert detail == "https://localhost:6443/readyz: connection refused"
