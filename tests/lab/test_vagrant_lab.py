@@ -81,6 +81,22 @@ def test_a_bad_number_in_the_environment_is_named(project: Path, setting: str):
 
 
 @needs_vagrant
+@pytest.mark.parametrize(
+    ("setting", "value", "message"),
+    [
+        ("RKE_PY_LIBVIRT_DRIVER", "xen", 'RKE_PY_LIBVIRT_DRIVER="xen": use kvm or qemu'),
+        ("RKE_PY_INSECURE_REGISTRY", "a b:5000", 'RKE_PY_INSECURE_REGISTRY="a b:5000" is not host:port'),
+        ("RKE_PY_POD_NETWORK", "flannel", 'RKE_PY_POD_NETWORK="flannel": use bridge, or leave it unset'),
+    ],
+)
+def test_a_bad_setting_is_named(project: Path, setting: str, value: str, message: str):
+    # These reach a shell on the machines (daemon.json, the CNI config): only known shapes pass.
+    result = vagrant(project, "validate", "-p", **{setting: value})
+    assert result.returncode != 0
+    assert message in result.stderr
+
+
+@needs_vagrant
 def test_from_vagrant_reports_what_vagrant_says_when_no_machine_runs(project: Path, capsys, monkeypatch):
     monkeypatch.setenv("VAGRANT_HOME", str(project.parent / "vagrant.d"))
     with pytest.raises(SystemExit) as exit_info:

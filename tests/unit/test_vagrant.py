@@ -55,6 +55,19 @@ def test_libvirt_three_machines():
     assert hosts[0].options["hostkeyalgorithms"] == "+ssh-rsa"
 
 
+def test_recorded_libvirt_output_gives_the_private_addresses_and_each_machines_key():
+    # What `vagrant ssh-config` printed for three libvirt machines: management addresses, per-machine keys.
+    hosts = parse_ssh_config(fixture("libvirt-3-recorded.ssh-config"))
+    assert [h.hostname.startswith("192.168.121.") for h in hosts] == [True] * 3
+    nodes = nodes_from_vagrant(hosts)
+    assert [(n.address, n.internal_address, n.port, n.user) for n in nodes] == [
+        (f"192.168.56.1{i}", f"192.168.56.1{i}", 22, "vagrant") for i in (1, 2, 3)
+    ]
+    assert [n.ssh_key_path.split("/.vagrant/")[1] for n in nodes] == [
+        f"machines/node-{i}/libvirt/private_key" for i in (1, 2, 3)
+    ]
+
+
 def test_repeated_identity_files_are_kept_in_order():
     [host] = parse_ssh_config(fixture("virtualbox-1-default.ssh-config"))
     assert host.name == "default"
