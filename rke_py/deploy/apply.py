@@ -10,7 +10,7 @@ import re
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from rke_py.deploy import actions as a
@@ -87,17 +87,40 @@ class Applier:
                 target.address, f"{action.phase}: {action.kind} {action.target}", str(exc)
             ) from exc
 
+    def execute_all(self, actions: Sequence[a.HostAction], target: Target) -> None:
+        """Carry out one host's actions in order; files written one after another go as one batch
+        (`Host.write_files`: a few Docker calls, not two for each file, where a helper writes them)."""
+        batch: list[a.WriteFile] = []
+        for action in [*actions, None]:
+            if isinstance(action, a.WriteFile):
+                batch.append(action)
+                continue
+            if batch:
+                self._write_files(batch, target)
+                batch = []
+            if action is not None:
+                self.execute(action, target)
+
+    def _write_files(self, actions: list[a.WriteFile], target: Target) -> None:
+        for action in actions:
+            log.debug("%s: %s", target.address, action.describe())
+        try:
+            with self.slots:
+                target.host.write_files([action.file for action in actions])
+        except DockerError as exc:
+            raise ApplyError(target.address, f"files: write {len(actions)} files", str(exc)) from exc
+
     def _host(self, action: a.HostAction, target: Target, wait: bool) -> None:
         docker = target.host.docker
         match action:
             case a.WriteFile(file=f):
-                target.host.write_file(f.path, f.content, f.mode)
+                target.host.write_files([f])
             case a.PullImage(image=image):
                 self._pull(target, image)
             case a.RemoveContainer(id=cid):
                 docker.remove(cid)
             case a.RotateProxy(conf=conf):
-                target.host.write_file(conf.path, conf.content, conf.mode)
+                target.host.write_files([conf])
                 code, output = docker.exec(nginx_proxy.NAME, nginx_proxy.reload_command())
                 if code != 0:
                     raise DockerError(f"nginx reload failed: {output.strip()}")

@@ -77,9 +77,9 @@ class Run:
 
         def apply_host(node: Node) -> None:
             target = targets.get(node.address)
-            for action in self.host_actions.get(node.address, []):
-                if target is not None and action.phase in keys:
-                    self.applier.execute(action, target)
+            if target is not None:
+                actions = self.host_actions.get(node.address, [])
+                self.applier.execute_all([x for x in actions if x.phase in keys], target)
 
         for_all(nodes, apply_host, self.options.concurrency)
 
@@ -203,8 +203,7 @@ class PrepareHosts(Phase):
         if todo:
             log.info("%s: writing %d files (certificates, kubeconfigs, configs)", node.address, len(todo))
         for key in HOST_PREPARATION:
-            for action in self.r.in_phase(key, [node]):
-                self.r.applier.execute(action, target)
+            self.r.applier.execute_all(self.r.in_phase(key, [node]), target)
 
     def ready(self, nodes: Sequence[Node]) -> None:
         """Wait until `nodes` are prepared; raise every failure among them at once."""

@@ -6,12 +6,12 @@ chokepoint, rollback and the etcd plane are tested without a lab.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from rke_py.plan.model import ContainerSpec
+    from rke_py.plan.model import ContainerSpec, FileSpec
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,9 @@ class HostConnection(Protocol):
 
     def run_as_root(self, script: str) -> Completed: ...
 
-    def write_file(self, path: str, content: bytes, mode: int) -> None: ...
+    def write_files(self, files: Sequence[FileSpec]) -> None:
+        """Replace each file atomically (a reader never sees part of one), with its mode."""
+        ...
 
     def file_hashes(self, paths: list[str]) -> dict[str, str | None]: ...
 

@@ -13,10 +13,14 @@ import io
 import posixpath
 import tarfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from rke_py.hosts.base import Completed, DockerError, parse_sha256sum, remove_if_present
 from rke_py.hosts.docker_api import HostDocker
+
+if TYPE_CHECKING:
+    from rke_py.plan.model import FileSpec
 
 HELPER = "rke-py-file-helper"
 CLEANER = "rke-py-cleaner"
@@ -59,17 +63,27 @@ class DockerFiles:
             )
         return out
 
-    def write_file(self, path: str, content: bytes, mode: int) -> None:
-        """Replace `path` (under the root) atomically, owned by root with `mode`."""
-        if not path.startswith(self.root.rstrip("/") + "/"):
-            raise DockerError(f"{path} is outside {self.root}, the directory rke-py writes to")
-        directory, name = posixpath.split(path)
-        tmp = f".{name}.rke-py-tmp"
-        if directory not in self._made:
-            self._exec(["mkdir", "-p", directory])
-            self._made.add(directory)
-        self.docker.put_archive(self._container(), directory, tar_one(tmp, content, mode))
-        self._exec(["mv", "-f", posixpath.join(directory, tmp), path])
+    def write_files(self, files: Sequence[FileSpec]) -> None:
+        """Replace each file (under the root) atomically, owned by root with its mode: every file goes to a
+        temporary name first and is renamed over its path. One archive per directory and one command for
+        all the renames: each Docker call is a round trip, and an exec a process start on the host."""
+        by_directory: dict[str, list[FileSpec]] = {}
+        for f in files:
+            if not f.path.startswith(self.root.rstrip("/") + "/"):
+                raise DockerError(f"{f.path} is outside {self.root}, the directory rke-py writes to")
+            by_directory.setdefault(posixpath.dirname(f.path), []).append(f)
+        missing = [d for d in by_directory if d not in self._made]
+        if missing:
+            self._exec(["mkdir", "-p", *missing])
+            self._made.update(missing)
+        renames: list[str] = []
+        for directory, specs in by_directory.items():
+            archive = tar_files({_temporary(f.path): (f.content, f.mode) for f in specs})
+            self.docker.put_archive(self._container(), directory, archive)
+            renames += [x for f in specs for x in (posixpath.join(directory, _temporary(f.path)), f.path)]
+        if renames:
+            each_pair = 'while [ $# -gt 1 ]; do mv -f "$1" "$2" || exit; shift 2; done'
+            self._exec(["sh", "-c", each_pair, "sh", *renames])
 
     def file_hashes(self, paths: list[str]) -> dict[str, str | None]:
         hashes: dict[str, str | None] = dict.fromkeys(paths)
@@ -105,11 +119,21 @@ class DockerFiles:
             self._helper = None
 
 
+def _temporary(path: str) -> str:
+    return f".{posixpath.basename(path)}.rke-py-tmp"
+
+
 def tar_one(name: str, content: bytes, mode: int) -> bytes:
     """A tar stream of one file, as Docker's put_archive takes it."""
+    return tar_files({name: (content, mode)})
+
+
+def tar_files(files: Mapping[str, tuple[bytes, int]]) -> bytes:
+    """A tar stream of files by name: (content, mode) each."""
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w") as tar:
-        info = tarfile.TarInfo(name)
-        info.size, info.mode, info.mtime = len(content), mode, int(time.time())
-        tar.addfile(info, io.BytesIO(content))
+        for name, (content, mode) in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(content), mode, int(time.time())
+            tar.addfile(info, io.BytesIO(content))
     return out.getvalue()

@@ -7,10 +7,16 @@ knows which.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 from rke_py.hosts.base import Completed
 from rke_py.hosts.docker_api import HostDocker
 from rke_py.hosts.dockerfiles import DockerFiles
 from rke_py.hosts.ssh import Connection
+
+if TYPE_CHECKING:
+    from rke_py.plan.model import FileSpec
 
 
 class Host:
@@ -41,11 +47,13 @@ class Host:
         """`script` with root's rights on the host: over SSH as root, else in the host's namespaces."""
         return self.conn.run(script) if self.files is None else self.files.run_in_host(script)
 
-    def write_file(self, path: str, content: bytes, mode: int) -> None:
+    def write_files(self, files: Sequence[FileSpec]) -> None:
+        """Replace each file atomically: over SFTP as root, else all of them through the helper container."""
         if self.files is None:
-            self.conn.write_file(path, content, mode)
+            for f in files:
+                self.conn.write_file(f.path, f.content, f.mode)
         else:
-            self.files.write_file(path, content, mode)
+            self.files.write_files(files)
 
     def file_hashes(self, paths: list[str]) -> dict[str, str | None]:
         return self.conn.file_hashes(paths) if self.files is None else self.files.file_hashes(paths)

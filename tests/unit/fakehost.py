@@ -9,13 +9,12 @@ members runs, as a real cluster does. A started kubelet registers its Node with 
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import itertools
 import json
 import shlex
 import threading
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +28,7 @@ from rke_py.errors import ConnectError, UnreachableError
 from rke_py.hosts.base import Completed, DockerContainer, DockerError
 from rke_py.kube.api import KubeAPI, KubeAPIError
 from rke_py.lab.kube.resources import resource_list
-from rke_py.plan.model import ContainerSpec
+from rke_py.plan.model import ContainerSpec, FileSpec
 
 _ids = itertools.count(1)
 
@@ -202,8 +201,9 @@ class FakeHost:
     def run_as_root(self, script: str) -> Completed:
         return self.run(script)
 
-    def write_file(self, path: str, content: bytes, mode: int) -> None:
-        self.files[path] = (hashlib.sha256(content).hexdigest(), mode)
+    def write_files(self, files: Sequence[FileSpec]) -> None:
+        for f in files:
+            self.files[f.path] = (f.sha256, f.mode)
 
     def file_hashes(self, paths: list[str]) -> dict[str, str | None]:
         return {p: self.files[p][0] if p in self.files else None for p in paths}

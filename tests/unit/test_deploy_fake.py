@@ -392,16 +392,16 @@ def test_proxies_take_each_apiserver_out_of_rotation_while_it_is_replaced(tmp_pa
     conf = "/etc/kubernetes/nginx-proxy/nginx.conf"
     seen = []
     worker = cluster.host("10.0.0.4")
-    write = worker.write_file
+    write = worker.write_files
 
-    def recording(path, content, mode):
-        if path == conf:
-            seen.append(
-                [line.split()[1] for line in content.decode().splitlines() if line.strip().endswith("down;")]
-            )
-        write(path, content, mode)
+    def recording(files):
+        for f in files:
+            if f.path == conf:
+                lines = f.content.decode().splitlines()
+                seen.append([line.split()[1] for line in lines if line.strip().endswith("down;")])
+        write(files)
 
-    worker.write_file = recording
+    worker.write_files = recording
     cluster.world.events.clear()
     cluster.up()
     assert seen == [["10.0.0.1:6443"], [], ["10.0.0.2:6443"], [], ["10.0.0.3:6443"], []]
