@@ -233,13 +233,21 @@ class Applier:
         """Wait for the container's health check; fail with the last lines of its log."""
         if spec.health is None:
             return
-        ok, detail = wait_healthy(target.host, spec.health, self.bundle)
+        container = cid or spec.name
+
+        def starting() -> bool:
+            try:
+                return target.host.docker.never_stopped(container)
+            except DockerError:
+                return False
+
+        ok, detail = wait_healthy(target.host, spec.health, self.bundle, starting)
         if not ok:
             raise ApplyError(
                 target.address,
                 f"{spec.name}: health check failed",
                 detail,
-                log_tail=_log_tail(target, cid or spec.name),
+                log_tail=_log_tail(target, container),
             )
 
 

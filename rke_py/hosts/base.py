@@ -63,6 +63,10 @@ class Docker(Protocol):
 
     def logs(self, container: str, tail: int) -> list[str]: ...
 
+    def never_stopped(self, container: str) -> bool:
+        """Running, and never restarted by Docker: a component that is starting or serving, not crashing."""
+        ...
+
     def exec(self, container: str, argv: list[str]) -> tuple[int, str]: ...
 
 

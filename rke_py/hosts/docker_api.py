@@ -278,6 +278,11 @@ class HostDocker:
         raw = self._call(f"logs of {container}", self.api.logs, container, tail=tail)
         return raw.decode(errors="replace").splitlines()[-tail:]
 
+    def never_stopped(self, container: str) -> bool:
+        attrs = self._call(f"inspect {container}", self.api.inspect_container, container)
+        state = attrs.get("State") or {}
+        return bool(state.get("Running")) and not state.get("Restarting") and not attrs.get("RestartCount")
+
     def exec(self, container: str, argv: list[str]) -> tuple[int, str]:
         what = f"exec in {container}"
         exec_id = self._call(what, self.api.exec_create, container, argv)["Id"]

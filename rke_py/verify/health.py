@@ -8,17 +8,18 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from rke_py.pki.certs import CertKeyPair
 from rke_py.plan.model import HealthCheck
 
 FAST_POLL = 0.5  # seconds between probes at first
 FAST_PERIOD = 30.0  # for this long; then the check's own interval
-# A server that answers but is not ready yet is starting, not failing: on a slow host (a VM under software
-# emulation) the apiserver's start-up hooks alone took longer than RKE's 50 s. It gets this many times
-# the check's patience; one that never answers still fails after the check's own.
-ANSWERING_PATIENCE = 4
+# A component that answers but is not ready yet, or whose container runs and has never been restarted, is
+# starting, not failing: on a slow host (a VM under software emulation) the apiserver's start-up hooks
+# alone, and a kubelet's start, took longer than RKE's 50 s. It gets this many times the check's patience;
+# one that crashes, or stops answering, fails after the check's own.
+STARTING_PATIENCE = 4
 
 
 def probe(conn, check: HealthCheck, bundle: Mapping[str, CertKeyPair]) -> tuple[bool, str]:
@@ -58,21 +59,23 @@ def _probe(conn, check: HealthCheck, bundle: Mapping[str, CertKeyPair]) -> tuple
     return True, f"{check.url}: {text[:80] or 'ok'}", True
 
 
-def wait_healthy(conn, check: HealthCheck, bundle: Mapping[str, CertKeyPair]) -> tuple[bool, str]:
+def wait_healthy(
+    conn, check: HealthCheck, bundle: Mapping[str, CertKeyPair], starting: Callable[[], bool] = lambda: False
+) -> tuple[bool, str]:
     """Probe until healthy or the check's patience (retries times interval, RKE's numbers) runs out;
-    ANSWERING_PATIENCE times that once the server answers.
+    STARTING_PATIENCE times that while the server answers or `starting()` says its container still starts.
 
     Most components answer within a second or two, so the first seconds are probed twice a second:
     every container started one after another on a host waits less.
     """
     started = time.monotonic()
     patience = check.retries * check.interval
-    deadline = started + patience
     while True:
         ok, detail, answered = _probe(conn, check, bundle)
         now = time.monotonic()
-        if answered:
-            deadline = started + ANSWERING_PATIENCE * patience
-        if ok or now >= deadline:
+        if ok or now >= started + STARTING_PATIENCE * patience:
             return ok, detail
-        time.sleep(min(FAST_POLL if now - started < FAST_PERIOD else check.interval, deadline - now))
+        if now >= started + patience and not answered and not starting():
+            return ok, detail
+        pause = FAST_POLL if now - started < FAST_PERIOD else check.interval
+        time.sleep(min(pause, started + STARTING_PATIENCE * patience - now))

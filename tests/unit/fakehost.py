@@ -154,6 +154,10 @@ class FakeDocker:
         del self.by_id[c.id]
         self._log(f"remove {c.name}")
 
+    def never_stopped(self, container: str) -> bool:
+        c = self._find(container)
+        return c.running and c.healthy  # a broken component here is one that crashes
+
     def logs(self, container: str, tail: int) -> list[str]:
         return [f"{self._find(container).name}: the last line"]
 
