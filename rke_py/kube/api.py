@@ -51,9 +51,19 @@ def _reason(raw: bytes, limit: int = 1000) -> str:
     return text[:limit]
 
 
+# Seconds for one request: an apiserver that accepts the connection is alive, and a busy one on a slow host
+# (a VM under software emulation) took longer than 5 s to answer; one that is down refuses at once.
+REQUEST_TIMEOUT = 30.0
+
+
 class KubeAPI:
     def __init__(
-        self, servers: Sequence[str], ca: CertKeyPair, admin: CertKeyPair, dial: Dial, timeout: float = 5
+        self,
+        servers: Sequence[str],
+        ca: CertKeyPair,
+        admin: CertKeyPair,
+        dial: Dial,
+        timeout: float = REQUEST_TIMEOUT,
     ):
         self.servers = list(servers)  # "host:port" (IPv6 bracketed), tried in order
         self.dial = dial
@@ -69,7 +79,7 @@ class KubeAPI:
         self, method: str, path: str, body: Any = None, content_type: str = "application/json"
     ) -> Any:
         """Send to the first server that answers; raise KubeAPIError on HTTP errors."""
-        last: Exception | None = None
+        last = ""
         data = json.dumps(body).encode() if body is not None else None
         for server in self.servers:
             host, _, port = server.rpartition(":")
@@ -86,8 +96,11 @@ class KubeAPI:
                     body=data,
                     headers={"Content-Type": content_type},
                 )
+            except TimeoutError:
+                last = f"no answer within {self.timeout:.0f} s"
+                continue
             except (OSError, RkePyError, paramiko.SSHException, channels.HTTPProblem) as exc:
-                last = exc
+                last = str(exc) or type(exc).__name__
                 continue
             if status >= 400:
                 raise KubeAPIError(f"{method} {path.split('?')[0]}: HTTP {status}: {_reason(raw)}", status)
