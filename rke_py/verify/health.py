@@ -18,7 +18,7 @@ FAST_PERIOD = 30.0  # for this long; then the check's own interval
 # A component that answers but is not ready yet, or whose container runs and has never been restarted, is
 # starting, not failing: on a slow host (a VM under software emulation) the apiserver's start-up hooks
 # alone, and a kubelet's start, took longer than RKE's 50 s. It gets this many times the check's patience;
-# one that crashes, or stops answering, fails after the check's own.
+# one that neither answers nor runs unrestarted (it crashed) fails after the check's own.
 STARTING_PATIENCE = 4
 
 
