@@ -291,7 +291,9 @@ def _fetch(session: Session, name: str, target: s3.S3Target | None, result: Rest
 
 def _state_for(snapshot: Snapshot, desired: Desired, result: Restored) -> ClusterState:
     """The snapshot's state, with the running cluster forgotten so `up` starts every member together; the
-    local state when the snapshot has none (an archive from before the state was kept in it)."""
+    local state when the snapshot has none (an archive from before the state was kept in it). The
+    encryption config is kept as the snapshot has it: its Secrets are stored under those keys, which the
+    cluster running now may no longer have."""
     if snapshot.state is not None:
         state = state_from_json(snapshot.state, f"the state in snapshot {snapshot.name}")
         result.state_from = "in the snapshot"
@@ -305,8 +307,9 @@ def _state_for(snapshot: Snapshot, desired: Desired, result: Restored) -> Cluste
     state.desired = State(
         rke_config=state.current.rke_config or state.desired.rke_config,
         certificates=state.current.certificates or state.desired.certificates,
+        encryption_config=state.desired.encryption_config or state.current.encryption_config,
     )
-    state.current = State()
+    state.current = State(encryption_config=state.current.encryption_config)
     state.etcd_members_added = []
     return state
 

@@ -1,9 +1,10 @@
 """Secrets encryption on a running cluster, as an RKE user does it: turned on with
 `secrets_encryption_config: {enabled: true}` and `rke-py up` (the key made once and kept in the state, every
-Secret written anew), its key replaced with `rke-py encrypt rotate-key`, then turned off again. With real
-Kubernetes, the bytes etcd holds for a Secret show each step: `k8s:enc:aescbc:v1:<key>:`, then the new key's
-name, then clear text (the lab's stand-in apiserver stores Secrets in clear whatever its flags say, so those
-parts need real binaries)."""
+Secret written anew), its key replaced with `rke-py encrypt rotate-key`, a snapshot taken under the old key
+restored, then turned off again. With real Kubernetes, the bytes etcd holds for a Secret show each step:
+`k8s:enc:aescbc:v1:<key>:`, then the new key's name, the old key's again after the restore, then clear text
+(the lab's stand-in apiserver stores Secrets in clear whatever its flags say, so those parts need real
+binaries)."""
 
 from __future__ import annotations
 
@@ -88,6 +89,14 @@ def test_a_second_up_keeps_the_key_and_changes_nothing(lab):
     assert state(lab).current.encryption_config == key
 
 
+def test_a_snapshot_taken_while_encrypted_keeps_the_key_it_needs(lab):
+    """The archive holds the state, so a restore gets the key the snapshot's Secrets are stored under."""
+    saved = rke_py("etcd", "snapshot-save", "--name", "encrypted", *cluster_args(lab, "--output", "json"))
+    assert saved.code == 0, saved.stderr
+    lab.snapshot_key = state(lab).current.encryption_config
+    assert aescbc_keys(lab.snapshot_key)
+
+
 def test_rotate_key_puts_a_new_key_first_rewrites_every_secret_and_drops_the_old(lab):
     old = aescbc_keys(state(lab).current.encryption_config)
     version = int(secret(lab, "before")["metadata"]["resourceVersion"])
@@ -113,6 +122,31 @@ def test_etcd_holds_every_secret_under_the_new_key(lab):
             lab, 0, f"docker exec etcd etcdctl get /registry/secrets/default/{key} --print-value-only"
         )
         assert stored.startswith(f"k8s:enc:aescbc:v1:{name}:"), stored[:60]
+
+
+def test_restoring_a_snapshot_from_before_the_rotation_brings_back_its_key_and_secrets(lab):
+    """Its Secrets are stored under the old key, which the running cluster no longer has: the restore must
+    deploy the key from the snapshot's state, or the apiservers read none of them."""
+    kubectl(lab, "create", "secret", "generic", "after-snapshot", "--from-literal=password=gone")
+    run = rke_py(
+        "etcd", "snapshot-restore", "--name", "encrypted", "--force", *cluster_args(lab, "--output", "json")
+    )
+    assert run.code == 0, run.stderr
+    assert run.json()["ok"] is True, run.json()["verify"]
+    assert state(lab).current.encryption_config == lab.snapshot_key
+    assert host_exec(lab, 0, f"cat {FILE}") == lab.snapshot_key
+    assert base64.b64decode(secret(lab, "before")["data"]["password"]) == b"before-value"
+    assert "secret/after-snapshot" not in kubectl(lab, "get", "secrets", "-o", "name").split()
+    assert up(lab, "--no-verify").json()["changed"] == 0
+
+
+@pytest.mark.real_kubernetes
+def test_etcd_still_holds_the_restored_secrets_under_the_snapshots_key(lab):
+    name = aescbc_keys(lab.snapshot_key)[0][0]
+    stored = host_exec(
+        lab, 0, "docker exec etcd etcdctl get /registry/secrets/default/before --print-value-only"
+    )
+    assert stored.startswith(f"k8s:enc:aescbc:v1:{name}:"), stored[:60]
 
 
 def test_turning_it_off_writes_every_secret_in_clear_then_removes_the_config(lab):

@@ -19,10 +19,13 @@ import pytest
 
 from rke_py.cli.cmd_etcd import s3_target
 from rke_py.config import load_text
+from rke_py.deploy.snapshot import Restored, _state_for
 from rke_py.errors import UsageError
 from rke_py.pki.certs import make_ca, make_signed
+from rke_py.plan.encryption import key_file, new_key
 from rke_py.snapshots import s3
 from rke_py.snapshots.archive import Snapshot, SnapshotError, check_name, default_name, pack, unpack
+from rke_py.state import ClusterState, State, state_from_json, state_to_json
 
 
 def etcd_db(body: bytes = b"bbolt pages") -> bytes:
@@ -173,3 +176,17 @@ def test_s3_flags_replace_the_cluster_yml_settings_one_by_one():
         s3_target(desired, False, **{**flags, "bucket_name": "b", "s3_endpoint_ca": None})
     with pytest.raises(UsageError, match='--endpoint "https://x" has a URL scheme'):
         s3_target(desired, True, **{**flags, "endpoint": "https://x", "s3_endpoint_ca": None})
+
+
+def test_a_restore_keeps_the_encryption_keys_the_snapshots_secrets_are_stored_under():
+    """The cluster running now may have rotated its key since: the snapshot's own config must be deployed,
+    and as the one its Secrets are written under (no rewrite), while the rest of what ran is forgotten."""
+    old = key_file([new_key()])
+    taken = ClusterState(
+        desired=State({"kubernetesVersion": "v1.28.7-rancher1-1"}, {}, old),
+        current=State({"kubernetesVersion": "v1.28.7-rancher1-1"}, {}, old),
+    )
+    state = _state_for(Snapshot("one", etcd_db(), state_to_json(taken)), None, Restored("one", "", ""))  # type: ignore[arg-type]
+    assert (state.desired.encryption_config, state.current.encryption_config) == (old, old)
+    assert state.current.rke_config == {} and state.desired.rke_config == taken.current.rke_config
+    assert state_from_json(state_to_json(state)).current.encryption_config == old  # and it is written so
