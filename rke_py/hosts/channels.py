@@ -240,6 +240,8 @@ def http_request(
         sock = _TLSChannel(chan, context, host) if context is not None else _PlainChannel(chan)
     except ssl.SSLError as e:
         raise HTTPProblem(f"TLS handshake failed: {e.reason or e}") from None
+    except TimeoutError:  # paramiko's says nothing
+        raise HTTPProblem(f"no answer to the TLS handshake within {timeout:g} s") from None
     conn = http.client.HTTPConnection(host, port, timeout=max(deadline - time.monotonic(), 0.1))
     conn.sock = sock  # http.client only needs sendall() and makefile() from it
     try:
@@ -250,6 +252,8 @@ def http_request(
         raise HTTPProblem(f"TLS error: {e.reason or e}") from None
     except http.client.HTTPException as e:
         raise HTTPProblem(f"bad HTTP response: {e!r}") from None
+    except TimeoutError:
+        raise HTTPProblem(f"no answer within {timeout:g} s") from None
     finally:
         conn.close()
         chan.close()

@@ -96,9 +96,6 @@ class KubeAPI:
                     body=data,
                     headers={"Content-Type": content_type},
                 )
-            except TimeoutError:
-                last = f"no answer within {self.timeout:.0f} s"
-                continue
             except (OSError, RkePyError, paramiko.SSHException, channels.HTTPProblem) as exc:
                 last = str(exc) or type(exc).__name__
                 continue
