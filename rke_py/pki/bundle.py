@@ -256,7 +256,9 @@ def rotate(
 ) -> Bundle:
     """RKE's certificate rotation: new keys and certificates for the listed services' certificates, or for
     every certificate rke-py makes when none is listed; with `ca`, new CAs too and everything re-signed.
-    The service-account key is kept either way (RKE keeps it), so the pods' tokens stay valid."""
+    The service-account key is kept either way (RKE keeps it), so the pods' tokens stay valid; its
+    certificate is signed anew with the apiserver's (RKE leaves it to expire with the others, and then no
+    rotation renews it)."""
     services = tuple(services)
     if not ca:
         _check_ca(bundle[CA])
@@ -267,8 +269,10 @@ def rotate(
     def rotated(name: str) -> bool:
         if name in EXTERNAL:
             return False
-        if ca or name == SERVICE_ACCOUNT:  # its key is kept; its certificate only with a new CA
-            return ca
+        if ca:
+            return True
+        if name == SERVICE_ACCOUNT:  # its key is kept, its certificate renewed
+            return not services or "kube-apiserver" in services
         if services:
             return any(SERVICES[s](name) for s in services)
         return name not in (CA, REQUESTHEADER_CA)
