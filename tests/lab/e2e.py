@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,6 +111,17 @@ def kubectl(lab: Lab, *args: str, stdin: str | None = None) -> str:
     done = kubectl_run(lab, *args, stdin=stdin)
     assert done.returncode == 0, done.stderr
     return done.stdout
+
+
+def default_service_account(lab: Lab, seconds: int = 60) -> str:
+    """The uid of namespace default's service account, which the controller-manager makes shortly after
+    `up`: pods cannot be created before it exists."""
+    for _ in range(seconds):
+        found = kubectl_run(lab, "get", "serviceaccount", "default", "-o", "jsonpath={.metadata.uid}")
+        if found.returncode == 0:
+            return found.stdout
+        time.sleep(1)
+    raise AssertionError(f"no default service account after {seconds} s: {found.stderr}")
 
 
 # Requests a probe makes ten times a second: the node's own Node object through its nginx-proxy, as its

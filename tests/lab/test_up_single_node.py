@@ -20,10 +20,10 @@ from ruamel.yaml import YAML
 from tests.lab.e2e import (
     cluster_args,
     containers_on,
+    default_service_account,
     edit_cluster_yml,
     host_exec,
     kubectl,
-    kubectl_run,
     own_lab,
     rke_py,
     up,
@@ -106,13 +106,7 @@ def test_the_service_account_issuer_serves_oidc_discovery_and_tokens_issued_as_r
     assert json.loads(kubectl(lab, "get", "--raw", "/openid/v1/jwks"))["keys"]
     state = json.loads(Path(lab.cluster_yml).with_suffix(".rkestate").read_text())
     key_pem = state["currentState"]["certificatesBundle"]["kube-service-account-token"]["keyPEM"]
-    for _ in range(60):  # the controller-manager makes the namespace's default account shortly after up
-        found = kubectl_run(lab, "get", "serviceaccount", "default", "-o", "jsonpath={.metadata.uid}")
-        if found.returncode == 0:
-            break
-        time.sleep(1)
-    assert found.returncode == 0, found.stderr
-    uid = found.stdout
+    uid = default_service_account(lab)
     now = int(time.time())
     claims = {
         "iss": "rke",  # what RKE's clusters (and rke-py's before this issuer) signed as
