@@ -22,6 +22,7 @@ import click
 
 from rke_py.errors import ExitStatus, RkePyError
 from rke_py.lab.images import KUBE_COMPONENTS
+from rke_py.lab.state import Lab, LabError, state_dir
 from rke_py.lab.testimages import SUITE
 from rke_py.plan.kubelet import ROLE_TAINTS
 
@@ -140,6 +141,38 @@ def _suite(
     return read_junit(junit[0]) if junit else {}
 
 
+def _built(name: str, nodes: int) -> Lab:
+    """A new lab serving the suite, its cluster built by `rke-py up` as a user runs it."""
+    from rke_py.lab import clusteryml, hosts
+
+    lab = hosts.up(
+        name,
+        nodes,
+        progress=_say,
+        binaries=Path(os.environ["RKE_PY_KUBE_BINARIES"]),
+        addon_binaries=Path(os.environ["RKE_PY_ADDON_BINARIES"]),
+        e2e=Path(os.environ["RKE_PY_E2E"]),
+    )
+    _say(clusteryml.up_command(lab))
+    done = subprocess.run([sys.executable, "-m", "rke_py", *clusteryml.up_args(lab)])
+    if done.returncode != 0:  # the lab stays for a look: its cluster.yml, log and state are beside each other
+        raise LabError(
+            f"rke-py up failed (exit {done.returncode}); the lab is left as it is in {lab.dir}; "
+            f"remove it with: rke-py lab down --name {name}"
+        )
+    return lab
+
+
+def _existing(name: str) -> Lab:
+    """Lab `name` as it stands; it must serve the suite's images and hold a cluster."""
+    lab = Lab.load(state_dir(name))
+    if not lab.e2e_repo_list.is_file():
+        raise LabError(f"lab {name} does not serve the suite's images: it was made without --e2e")
+    if not (lab.dir / f"kube_config_{lab.cluster_yml.name}").is_file():
+        raise LabError(f"lab {name} holds no cluster yet: run rke-py up on it first")
+    return lab
+
+
 @click.command()
 @click.option(
     "--focus",
@@ -162,36 +195,26 @@ def _suite(
     help="Where the JUnit reports and logs go [default: ./conformance-<date>-<time>].",
 )
 @click.option("--keep", is_flag=True, help="Leave the cluster and its lab up afterwards.")
-def main(focus: str, nodes: str, procs: int, name: str, report_dir: Path | None, keep: bool) -> None:
+@click.option(
+    "--existing",
+    is_flag=True,
+    help="Run the suite on lab --name as it stands (left up by an earlier --keep run, and upgraded, "
+    "restored or rotated since): no new lab, no rke-py up, and the lab stays.",
+)
+def main(
+    focus: str, nodes: str, procs: int, name: str, report_dir: Path | None, keep: bool, existing: bool
+) -> None:
     """Run the conformance suite on a lab cluster built by rke-py."""
     if message := missing_input():
         click.echo(message, err=True)
         sys.exit(ExitStatus.CONFIG)
-    from rke_py.lab import clusteryml, hosts
-
     report = (report_dir or Path(f"conformance-{time.strftime('%Y%m%d-%H%M%S')}")).resolve()
     started = time.monotonic()
     try:
-        lab = hosts.up(
-            name,
-            int(nodes),
-            progress=_say,
-            binaries=Path(os.environ["RKE_PY_KUBE_BINARIES"]),
-            addon_binaries=Path(os.environ["RKE_PY_ADDON_BINARIES"]),
-            e2e=Path(os.environ["RKE_PY_E2E"]),
-        )
+        lab = _existing(name) if existing else _built(name, int(nodes))
     except RkePyError as exc:
         click.echo(f"conformance: {exc}", err=True)
         sys.exit(exc.exit_status)
-    _say(clusteryml.up_command(lab))
-    done = subprocess.run([sys.executable, "-m", "rke_py", *clusteryml.up_args(lab)])
-    if done.returncode != 0:  # the lab stays for a look: its cluster.yml, log and state are beside each other
-        click.echo(
-            f"conformance: rke-py up failed (exit {done.returncode}); the lab is left as it is in {lab.dir};"
-            f" remove it with: rke-py lab down --name {name}",
-            err=True,
-        )
-        sys.exit(ExitStatus.ERROR)
     try:
         kubeconfig = lab.dir / f"kube_config_{lab.cluster_yml.name}"
         _say(f"parallel pass, {procs} processes; reports in {report}")
@@ -200,7 +223,9 @@ def main(focus: str, nodes: str, procs: int, name: str, report_dir: Path | None,
         _say("serial pass")
         passes.append(_suite(kubeconfig, lab.e2e_repo_list, report / "serial", serial, "", 1))
     finally:
-        if not keep:
+        if not (keep or existing):
+            from rke_py.lab import hosts
+
             _say(f"removing lab {name}")
             hosts.down(name, progress=_say)
     specs = merge(passes)

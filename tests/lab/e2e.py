@@ -127,22 +127,24 @@ def default_service_account(lab: Lab, seconds: int = 60) -> str:
 # Requests a probe makes ten times a second: the node's own Node object through its nginx-proxy, as its
 # kubelet asks; or a URL (a Service's ClusterIP), as a pod on the node would.
 API_REQUEST = (
-    "curl -s -o /dev/null -w '%{{http_code}} %{{time_total}}' --max-time {timeout} "
+    "curl -s -o /tmp/{name}.answer -w '%{{http_code}} %{{time_total}}' --max-time {timeout} "
     "--cacert /etc/kubernetes/ssl/kube-ca.pem --cert /etc/kubernetes/ssl/kube-node.pem "
     "--key /etc/kubernetes/ssl/kube-node-key.pem "
     "https://127.0.0.1:6443/api/v1/nodes/{node}"
 )
-URL_REQUEST = "curl -s -o /dev/null -w '%{{http_code}} %{{time_total}}' --max-time {timeout} {url}"
+URL_REQUEST = "curl -s -o /tmp/{name}.answer -w '%{{http_code}} %{{time_total}}' --max-time {timeout} {url}"
 # a DNS query as a line like curl's: 200 when answered, 000 when not (busybox's nslookup)
 DNS_REQUEST = (
     "sh -c 'if timeout {timeout} nslookup {name} {server} >/dev/null 2>&1; then echo 200 0; "
     "else echo 000 {timeout}; fi'"
 )
-PROBE = (  # a failure is logged with its HTTP code (000: no answer), seconds taken and when it started
-    "rm -f /tmp/{name}.log /tmp/{name}.stop; "
+PROBE = (  # a failure is logged with its HTTP code (000: no answer), seconds taken and when it started,
+    # and what was answered, if anything, in {name}.failed
+    "rm -f /tmp/{name}.log /tmp/{name}.stop /tmp/{name}.failed; "
     "while [ ! -e /tmp/{name}.stop ]; do "
-    "at=$(date +%s); set -- $({request}); "
-    'if [ "$1" = 200 ]; then echo "ok $2"; else echo "fail $1 $2 $at"; fi >> /tmp/{name}.log; '
+    "rm -f /tmp/{name}.answer; at=$(date +%s); set -- $({request}); "
+    'if [ "$1" = 200 ]; then echo "ok $2" >> /tmp/{name}.log; else echo "fail $1 $2 $at" >> /tmp/{name}.log; '
+    '{{ echo "$at $1: $(head -c 400 /tmp/{name}.answer 2>/dev/null)"; }} >> /tmp/{name}.failed; fi; '
     "sleep 0.1; done"
 )
 
@@ -162,9 +164,9 @@ def start_probe(
     if dns[0]:
         request = DNS_REQUEST.format(name=dns[0], server=dns[1], timeout=int(timeout))
     elif url:
-        request = URL_REQUEST.format(url=url, timeout=timeout)
+        request = URL_REQUEST.format(url=url, timeout=timeout, name=name)
     else:
-        request = API_REQUEST.format(node=node, timeout=timeout)
+        request = API_REQUEST.format(node=node, timeout=timeout, name=name)
     container.exec_run(["sh", "-c", PROBE.format(name=name, request=request)], detach=True)
 
 
@@ -188,6 +190,11 @@ def probe_failures(lab: Lab, index: int, name: str = "probe") -> tuple[int, list
         for code, took, at in [parts[1:]]
     ]
     return sum(line.startswith("ok") for line in lines), failures
+
+
+def failed_answers(lab: Lab, index: int, name: str = "probe") -> str:
+    """What a stopped probe's failed requests were answered, a line each: epoch second, HTTP code, body."""
+    return host_exec(lab, index, f"cat /tmp/{name}.failed 2>/dev/null")
 
 
 def slow_answers(lab: Lab, index: int, seconds: float, name: str = "probe") -> int:

@@ -21,6 +21,7 @@ from tests.lab.e2e import (
     cluster_args,
     containers_on,
     edit_cluster_yml,
+    failed_answers,
     host_exec,
     kubectl,
     kubectl_run,
@@ -446,6 +447,7 @@ def test_cert_rotate_renews_every_certificate_and_no_request_through_a_proxy_fai
     time.sleep(1)
     run = rke_py("cert", "rotate", *cluster_args(lab, "--output", "json"))
     probes = [probe_failures(lab, i) for i in WORKERS]
+    answers = "".join(failed_answers(lab, i) for i in WORKERS)
     assert run.code == 0, run.stderr
     assert run.json()["ok"] is True, run.json()["verify"]
     after = {name: serial(lab, 0, name) for name in before}
@@ -453,6 +455,7 @@ def test_cert_rotate_renews_every_certificate_and_no_request_through_a_proxy_fai
     assert all(after[n] != before[n] for n in before if n != "kube-ca"), (before, after)
     assert serial(lab, WORKERS[0], "kube-node") == after["kube-node"]
     print(f"requests through the workers' proxies during the rotation (answered, failed): {probes}")
+    print(f"failed requests were answered: {answers}")
     switches = replaced_etcd_at(run.stderr)
     assert len(switches) == 3, run.stderr
     for answered, failed in probes:

@@ -99,6 +99,36 @@ def test_a_missing_input_is_named_in_one_line_and_exits_2(tmp_path: Path, monkey
     )
 
 
+def test_an_existing_lab_must_serve_the_suite_and_hold_a_cluster(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """`--existing` runs on a lab as a user left it: one line and no traceback when it cannot."""
+    inputs = tmp_path / "inputs"
+    inputs.mkdir()
+    for files in conformance.INPUTS.values():
+        for name in files:
+            (inputs / name).touch()
+    for var in conformance.INPUTS:
+        monkeypatch.setenv(var, str(inputs))
+    monkeypatch.setenv("RKE_PY_LAB_DIR", str(tmp_path / "lab"))
+    run = ["--existing", "--name", "day2"]
+    result = CliRunner().invoke(conformance.main, run)
+    assert (result.exit_code, result.output.count("\n")) == (1, 1)
+    assert "conformance: no lab at" in result.output
+    lab = Lab(name="day2", dir=tmp_path / "lab", subnet="172.30.9.0/24", registry="172.30.9.2:5000")
+    lab.dir.mkdir()
+    lab.save()
+    result = CliRunner().invoke(conformance.main, run)
+    assert (
+        result.output
+        == "conformance: lab day2 does not serve the suite's images: it was made without --e2e\n"
+    )
+    lab.e2e_repo_list.touch()
+    result = CliRunner().invoke(conformance.main, run)
+    assert result.output == "conformance: lab day2 holds no cluster yet: run rke-py up on it first\n"
+    assert result.exit_code == 1
+
+
 def test_add_on_images_are_published_under_the_versions_default_names(tmp_path: Path):
     (tmp_path / "kube-dns").write_text("")
     (tmp_path / "node-cache").write_text("")
