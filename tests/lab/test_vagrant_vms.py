@@ -241,11 +241,27 @@ def cluster(machines, lab_images) -> Iterator[Path]:
     start = time.monotonic()
     result = rke_py("up", "--config", str(path))
     times["rke-py up"] = time.monotonic() - start
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:] + diagnostics(machines)
     yield path
     start = time.monotonic()
     rke_py("remove", "--config", str(path), "--force")
     times["rke-py remove"] = time.monotonic() - start
+
+
+def diagnostics(machines: dict[str, object]) -> str:
+    """What the control plane machine's containers did, for a failure's message: the machines are gone
+    once the test ends."""
+    script = (
+        "docker ps -a --format '{{.Names}} {{.Status}}'; uptime; "
+        "for c in kube-apiserver kube-controller-manager kube-scheduler etcd; do "
+        "echo \"== $c\"; docker inspect -f 'restarts {{.RestartCount}}' $c; "
+        "docker logs --tail 15 $c 2>&1; done"
+    )
+    done = run(
+        "vagrant", "ssh", "node-1", "-c", script,
+        cwd=machines["project"], env=machines["env"], timeout=300, check=False,
+    )  # fmt: skip
+    return f"\n--- node-1 ---\n{done.stdout[-8000:]}{done.stderr[-2000:]}"
 
 
 def kubectl(cluster: Path, *args: str) -> subprocess.CompletedProcess[str]:
