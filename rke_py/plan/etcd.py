@@ -91,6 +91,14 @@ def prepare(config: ClusterConfig, node: Node) -> str:
     )
 
 
+def reloads(config: ClusterConfig) -> bool:
+    """Whether etcd takes a new certificate and key of its own without a restart: it reads them anew for
+    every connection (not the CA), so a same-CA rotation or new names need no new container and no
+    leader election, which fails the reads in flight with "leader changed". A non-root etcd still
+    restarts: `prepare` hands the new files to its user."""
+    return not owner(config)
+
+
 def container(config: ClusterConfig, node: Node, joined: bool = False) -> ContainerSpec:
     service = config.services.etcd
     return ContainerSpec(
@@ -105,7 +113,7 @@ def container(config: ClusterConfig, node: Node, joined: bool = False) -> Contai
             ],
             service,
         ),
-        files=(*cert_files(config, etcd_cert_name(node)), ca_file(config)),
+        files=(*([] if reloads(config) else cert_files(config, etcd_cert_name(node))), ca_file(config)),
         user=owner(config),
         prepare=prepare(config, node),
     )

@@ -6,8 +6,9 @@ as a user's successive `rke-py up` runs would.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
+import socket
+import ssl
 import time
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import paramiko
 import pytest
 from cryptography import x509
 
+from rke_py.state import read_state
 from tests.lab.e2e import (
     changes,
     cluster_args,
@@ -387,6 +389,24 @@ def serial(lab, index: int, name: str) -> str:
     return format(x509.load_pem_x509_certificate(pem.encode()).serial_number, "x")
 
 
+def served_serial(lab, index: int, port: int, tmp_path: Path) -> str:
+    """The serial number of the certificate lab host `index` serves on `port` (as kube-node, which etcd
+    asks for)."""
+    state = read_state(Path(lab.cluster_yml).with_suffix(".rkestate"))
+    assert state is not None
+    node = state.current.certificates["kube-node"]
+    (tmp_path / "node.pem").write_text(node.cert_pem)
+    (tmp_path / "node-key.pem").write_text(node.key_pem)
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    context.load_cert_chain(tmp_path / "node.pem", tmp_path / "node-key.pem")
+    address = (lab.hosts[index].address, port)
+    with socket.create_connection(address, timeout=10) as raw, context.wrap_socket(raw) as tls:
+        der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return format(x509.load_der_x509_certificate(der).serial_number, "x")
+
+
 def kubeconfig(lab) -> Path:
     return Path(lab.cluster_yml).parent / f"kube_config_{Path(lab.cluster_yml).name}"
 
@@ -413,22 +433,9 @@ def token_answers(lab) -> bool:
     return host_exec(lab, WORKERS[0], request).strip() in ("200", "403")
 
 
-# How long after an etcd member's replacement begins a request may fail: the member stops (handing its
-# leadership on), and a read in flight meanwhile gets "leader changed", which the apiserver answers with 500.
-ETCD_SWITCH = 15
-
-
-def replaced_etcd_at(stderr: str) -> list[float]:
-    """When each etcd member's replacement began, from the run's progress lines (local time)."""
-    return [
-        dt.datetime.strptime(line.split()[0], "%Y-%m-%dT%H:%M:%S").timestamp()
-        for line in stderr.splitlines()
-        if ": replace etcd (" in line
-    ]
-
-
 def test_cert_rotate_renews_every_certificate_and_no_request_through_a_proxy_fails(lab, tmp_path):
-    """No request fails, but for one in flight while an etcd member hands on its leadership."""
+    """etcd takes its new certificate without a restart: no member hands on its leadership, which made a
+    read in flight fail with "leader changed" (HTTP 500)."""
     # a drain (on since the drain test) would evict the pod whose survival the real-only test checks
     edit_cluster_yml(lab, lambda d: d["upgrade_strategy"].update(drain=False))
     old_config = tmp_path / "kube_config_before.yml"
@@ -455,14 +462,12 @@ def test_cert_rotate_renews_every_certificate_and_no_request_through_a_proxy_fai
     assert all(after[n] != before[n] for n in before if n != "kube-ca"), (before, after)
     assert serial(lab, WORKERS[0], "kube-node") == after["kube-node"]
     print(f"requests through the workers' proxies during the rotation (answered, failed): {probes}")
-    print(f"failed requests were answered: {answers}")
-    switches = replaced_etcd_at(run.stderr)
-    assert len(switches) == 3, run.stderr
     for answered, failed in probes:
-        assert answered > 20, probes
-        during_switch = [at for _, _, at in failed if any(0 <= at - t <= ETCD_SWITCH for t in switches)]
-        assert len(during_switch) == len(failed), (probes, switches)
-        assert len(failed) <= len(switches), probes
+        assert answered > 20 and failed == [], (probes, answers)
+    assert ": replace etcd (" not in run.stderr
+    assert after["kube-etcd-" + lab.hosts[0].address.replace(".", "-")] == served_serial(
+        lab, 0, 2379, tmp_path
+    )
     assert len(ready_nodes(lab)) == 5
     assert len(ready_nodes(lab, old_config)) == 5  # the same CA: the old admin certificate still works
     assert up(lab, "--no-verify").json()["changed"] == 0

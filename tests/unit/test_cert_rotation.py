@@ -168,6 +168,33 @@ def test_a_ca_rotation_run(tmp_path):
     assert cluster.up().changed == 0
 
 
+def test_a_same_ca_rotation_gives_etcd_its_new_certificate_without_a_restart(tmp_path):
+    """etcd reads its certificate anew for every connection: restarting a member would only make an election,
+    which fails the reads in flight. A member run as another user restarts, to be handed the new files."""
+    cluster = Cluster(tmp_path)
+    cluster.up()
+    rotated = up(
+        prepare(cluster.path, registry=cluster.registry, rotation=Rotation(("etcd",))),
+        Options(verify=False),
+        connector=FakeConnector(cluster.world),
+    )
+    changes = {(a, x.kind, x.target) for a, xs in rotated.host_actions.items() for x in xs}
+    written = {t for _, kind, t in changes if kind == "write-file"}
+    assert {f"/etc/kubernetes/ssl/kube-etcd-10-0-0-{i}.pem" for i in (1, 2, 3)} <= written
+    assert not [c for c in changes if c[2] == "etcd" and c[1] != "write-file"], changes
+    cluster.write(THREE_NODES + "    services: {etcd: {uid: 52034, gid: 52034}}\n")
+    cluster.up()
+    rotated = up(
+        prepare(cluster.path, registry=cluster.registry, rotation=Rotation(("etcd",))),
+        Options(verify=False),
+        connector=FakeConnector(cluster.world),
+    )
+    replaced = {
+        a for a, xs in rotated.host_actions.items() for x in xs if (x.kind, x.target) == ("replace", "etcd")
+    }
+    assert replaced == {"10.0.0.1", "10.0.0.2", "10.0.0.3"}
+
+
 def test_a_killed_rotation_finishes_on_the_next_up(tmp_path):
     cluster = Cluster(tmp_path)
     cluster.up()
