@@ -65,9 +65,8 @@ class ContainerSpec:
     # handed to its user); part of the spec, so a change to it runs it again.
     prepare: str = ""
     start: bool = True  # service-sidekick is created and never started, as in RKE
-    files: tuple[
-        str, ...
-    ] = ()  # host paths of managed files this container reads once: a new one replaces it
+    # Host paths of managed files it reads when it starts: a new one replaces it.
+    files: tuple[str, ...] = ()
     health: HealthCheck | None = None
     # Combined sha256 of `files` and of the containers in `volumes_from` (their volumes are theirs: a new
     # sidekick brings a new /opt/rke-tools), set by the planner.
