@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
 from ruamel.yaml import YAML
 
 from rke_py.pki.bundle import CA, PROXY_CLIENT, REQUESTHEADER_CA
 from rke_py.pki.certs import CertKeyPair
 from rke_py.state import read_state, write_state
+from tests.certs import ending_at
 from tests.lab.e2e import (
     cluster_args,
     default_service_account,
@@ -46,24 +46,6 @@ def lab(tmp_path_factory, lab_factory):
         yield made
 
 
-def expired(pair: CertKeyPair, signer: CertKeyPair, until: dt.datetime) -> CertKeyPair:
-    """`pair` signed again by `signer` with its key, names and extensions, valid only before `until`."""
-    cert = pair.x509
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(cert.subject)
-        .issuer_name(cert.issuer)
-        .public_key(cert.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(until - dt.timedelta(days=30))
-        .not_valid_after(until)
-    )
-    for extension in cert.extensions:
-        builder = builder.add_extension(extension.value, extension.critical)
-    pem = builder.sign(signer.key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM).decode()
-    return CertKeyPair(pair.name, pem + pair.cert_pem[len(pair.leaf_pem) :], pair.key_pem)
-
-
 def expire_everything(lab) -> dict[str, CertKeyPair]:
     """Every leaf certificate ends an hour ago, everywhere the cluster keeps it; the components restart."""
     path = Path(lab.cluster_yml).with_suffix(".rkestate")
@@ -72,7 +54,7 @@ def expire_everything(lab) -> dict[str, CertKeyPair]:
     bundle = state.current.certificates
     until = dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)
     old = {
-        name: expired(pair, bundle[REQUESTHEADER_CA if name == PROXY_CLIENT else CA], until)
+        name: ending_at(pair, bundle[REQUESTHEADER_CA if name == PROXY_CLIENT else CA], until)
         for name, pair in bundle.items()
         if name not in (CA, REQUESTHEADER_CA)
     }

@@ -16,8 +16,8 @@ from rke_py.deploy.up import up
 from rke_py.errors import ApplyError, ConfigError, UsageError
 from rke_py.pki import CertificateError, build_bundle
 from rke_py.pki.bundle import CA, KUBE_ADMIN, REQUESTHEADER_CA, SERVICE_ACCOUNT, rotate
-from rke_py.pki.certs import CertKeyPair
 from rke_py.state import read_state
+from tests.certs import ending_at
 from tests.unit.fakehost import FakeConnector
 from tests.unit.test_deploy_fake import FIVE_NODES, OPTIONS, THREE_NODES, Cluster
 
@@ -85,30 +85,10 @@ def test_a_new_ca_resigns_everything_and_keeps_the_service_account_key(bundle):
 def test_an_expired_ca_can_only_be_replaced(bundle):
     past = dt.datetime.now(dt.UTC) - dt.timedelta(days=2)
     expired = dict(bundle)
-    expired[CA] = _expired_ca(bundle[CA], past)
+    expired[CA] = ending_at(bundle[CA], bundle[CA], past)
     with pytest.raises(CertificateError, match=r"kube-ca expired on .*: use --rotate-ca"):
         rotate(config(), expired)
     assert rotate(config(), expired, ca=True)[CA].x509.not_valid_after_utc > dt.datetime.now(dt.UTC)
-
-
-def _expired_ca(ca: CertKeyPair, until: dt.datetime) -> CertKeyPair:
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-
-    cert = ca.x509
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(cert.subject)
-        .issuer_name(cert.issuer)
-        .public_key(cert.public_key())
-        .serial_number(cert.serial_number)
-        .not_valid_before(until - dt.timedelta(days=365))
-        .not_valid_after(until)
-    )
-    for ext in cert.extensions:
-        builder = builder.add_extension(ext.value, ext.critical)
-    pem = builder.sign(ca.key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM).decode()
-    return CertKeyPair(CA, pem, ca.key_pem)
 
 
 def test_rotate_without_a_state_says_there_is_nothing_to_rotate(tmp_path):
