@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rke_py.config import kdm
-from rke_py.lab.images import PATH, Recipe, etc, iptables
+from rke_py.lab.images import CNI_DIR, CNI_PLUGINS, PATH, Recipe, etc, iptables, lab_file
 from rke_py.lab.rootfs import Rootfs
 from rke_py.lab.state import LabError
 
@@ -48,6 +48,28 @@ def _node_cache(directory: Path) -> tuple[Rootfs, list[str]]:
     return r, changes
 
 
+def _flanneld(directory: Path) -> tuple[Rootfs, list[str]]:
+    """flanneld where RKE's template runs it (/opt/bin/flanneld), with iptables for its masquerade rules."""
+    r = Rootfs()
+    etc(r, [], [])
+    iptables(r)
+    r.file("/opt/bin/flanneld", source=str(directory / "flanneld"), mode=0o755)
+    return r, [f"ENV PATH={PATH}", 'ENTRYPOINT ["/opt/bin/flanneld"]']
+
+
+def _flannel_cni(directory: Path) -> tuple[Rootfs, list[str]]:
+    """RKE's flannel-cni: the flannel CNI plugin (from DIR) and Debian's plugins it delegates to and the
+    template's config chains (bridge, host-local, portmap) in /opt/cni/bin, and /install-cni.sh that puts
+    them on the host."""
+    r = Rootfs()
+    r.busybox()
+    for plugin in CNI_PLUGINS:
+        r.file(f"/opt/cni/bin/{plugin}", source=f"{CNI_DIR}/{plugin}", mode=0o755)
+    r.file("/opt/cni/bin/flannel", source=str(directory / "flannel"), mode=0o755)
+    r.file("/install-cni.sh", data=lab_file("install-cni.sh"), mode=0o755)
+    return r, [f"ENV PATH={PATH}"]
+
+
 # binary in DIR -> the recipe of its image and the system_images keys that image serves
 BINARIES: dict[str, tuple[Recipe, tuple[str, ...]]] = {
     "kube-dns": (_static("kube-dns"), ("kubedns",)),
@@ -59,6 +81,9 @@ BINARIES: dict[str, tuple[Recipe, tuple[str, ...]]] = {
         ("kubedns_autoscaler", "coredns_autoscaler"),
     ),
     "coredns": (_static("coredns"), ("coredns",)),
+    "metrics-server": (_static("metrics-server"), ("metrics_server",)),
+    "flanneld": (_flanneld, ("flannel",)),
+    "flannel": (_flannel_cni, ("flannel_cni",)),  # the CNI plugin, as upstream names it
 }
 
 

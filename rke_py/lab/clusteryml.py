@@ -42,14 +42,14 @@ def cluster_document(lab: Lab) -> dict[str, Any]:
             }
             for host in lab.hosts
         ],
-        # The lab brings its own pod network (lab-init writes each node's CNI config), as a user's own CNI
-        # would with `plugin: none`. Add-on images cannot be pulled into the lab (no internet), so the
-        # add-ons whose pods would never start are off unless `lab up --addon-binaries` built their images;
-        # tests/lab/test_up_addons.py switches them on.
-        "network": {"plugin": "none"},
+        # Add-on images cannot be pulled into the lab (no internet), so the add-ons whose pods would never
+        # start are off unless `lab up --addon-binaries` built their images; tests/lab/test_up_addons.py
+        # switches them on. Without flannel's, the lab brings its own pod network (lab-init writes each
+        # node's CNI config), as a user's own CNI would with `plugin: none`.
+        "network": {"plugin": "flannel" if lab.flannel else "none"},
         "dns": _dns(lab),
         "ingress": {"provider": "none"},
-        "monitoring": {"provider": "none"},
+        "monitoring": {"provider": "metrics-server" if "metrics_server" in lab.addons else "none"},
         "private_registries": [_registry(lab)],
         "system_images": {key: lab.images[image] for key, image in SYSTEM_IMAGES.items()},
     }

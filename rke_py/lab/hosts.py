@@ -128,6 +128,15 @@ def pod_subnet(lab: Lab, host: LabHost) -> str:
     return f"10.42.{lab.hosts.index(host)}.0/24"
 
 
+# A host made before the lab served flannel: the lab's own pod network goes (its routes to the other hosts'
+# pod subnets would take flannel's), so that flannel is the only one.
+DROP_POD_NETWORK = (
+    "[ -f /etc/rke-py-lab/network ] || exit 0; "
+    'tail -n +2 /etc/rke-py-lab/network | while read -r dst via; do ip route del "$dst" 2>/dev/null; done; '
+    "rm -f /etc/rke-py-lab/network /etc/cni/net.d/10-lab.conflist"
+)
+
+
 def pod_network(lab: Lab, host: LabHost) -> str:
     """The host's pod subnet, then `subnet via-address` for every other host (lab-init reads it)."""
     others = [f"{pod_subnet(lab, h)} {h.address}" for h in lab.hosts if h is not host]
@@ -167,17 +176,16 @@ def _create_host(
         stop_timeout=20,
     )
     container = client.containers.get(created["Id"])
-    archive = _tar(
-        {
-            "root/.ssh/authorized_keys": (pubkey.encode(), 0o600),
-            "etc/docker/daemon.json": (daemon_json(lab.registry, lab.private_registry), 0o644),
-            "etc/rke-py-lab/network": (pod_network(lab, host).encode(), 0o644),
-            "etc/rke-py-lab/hosts": (lab_hosts(lab).encode(), 0o644),
-            # lab-init makes this user, in the docker group, with root's key
-            "etc/rke-py-lab/user": (f"{lab.user}\n".encode(), 0o644),
-        },
-        {"root": 0o700, "root/.ssh": 0o700, "etc/docker": 0o755, "etc/rke-py-lab": 0o755},
-    )
+    files = {
+        "root/.ssh/authorized_keys": (pubkey.encode(), 0o600),
+        "etc/docker/daemon.json": (daemon_json(lab.registry, lab.private_registry), 0o644),
+        "etc/rke-py-lab/hosts": (lab_hosts(lab).encode(), 0o644),
+        # lab-init makes this user, in the docker group, with root's key
+        "etc/rke-py-lab/user": (f"{lab.user}\n".encode(), 0o644),
+    }
+    if not lab.flannel:
+        files["etc/rke-py-lab/network"] = (pod_network(lab, host).encode(), 0o644)
+    archive = _tar(files, {"root": 0o700, "root/.ssh": 0o700, "etc/docker": 0o755, "etc/rke-py-lab": 0o755})
     container.put_archive("/", archive)
     container.start()
     return container
@@ -225,6 +233,8 @@ def _ensure_host(
         container = client.containers.get(host.name)
         if container.status != "running":
             container.start()
+        if lab.flannel:
+            container.exec_run(["sh", "-c", DROP_POD_NETWORK])
     except docker.errors.NotFound:
         container = _create_host(client, lab, host, image, pubkey)
     _wait_ready(container, host)

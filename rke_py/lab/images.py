@@ -81,7 +81,8 @@ def etc(rootfs: Rootfs, users: list[str], groups: list[str]) -> None:
     rootfs.file("/etc/os-release", source="/etc/os-release")
 
 
-CNI_PLUGINS = ("bridge", "host-local", "loopback", "portmap")  # Debian's containernetworking-plugins
+CNI_DIR = "/usr/lib/cni"  # Debian's containernetworking-plugins
+CNI_PLUGINS = ("bridge", "host-local", "loopback", "portmap")
 
 
 def host_rootfs() -> tuple[Rootfs, list[str]]:
@@ -112,7 +113,7 @@ def host_rootfs() -> tuple[Rootfs, list[str]]:
     r.file("/usr/local/bin/lab-runc", data=lab_file("lab-runc.sh"), mode=0o755)
     r.file("/etc/rke-py-lab/10-lab.conflist", data=lab_file("cni-bridge.conflist"))
     for plugin in CNI_PLUGINS:
-        r.binary(f"/usr/lib/cni/{plugin}")
+        r.binary(f"{CNI_DIR}/{plugin}")
     r.dir("/root/.ssh", 0o700)
     r.dir("/var/empty", 0o755)
     r.dir("/var/lib/docker", 0o710)

@@ -86,6 +86,12 @@ class Lab:
         return self.dir / KNOWN_HOSTS_FILE
 
     @property
+    def flannel(self) -> bool:
+        """Whether the lab serves flannel's images (--addon-binaries): then the cluster runs RKE's flannel
+        and the hosts bring no pod network of their own."""
+        return {"flannel", "flannel_cni"} <= set(self.addons)
+
+    @property
     def e2e_repo_list(self) -> Path:
         """The conformance suite's registry map, there when the lab serves the suite's images (--e2e)."""
         return self.dir / "e2e-repo-list.yaml"

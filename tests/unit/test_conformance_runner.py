@@ -185,3 +185,24 @@ def test_cluster_yml_keeps_rkes_dns_defaults_when_the_lab_serves_their_images():
     assert clusteryml.cluster_document(_lab(["coredns", "coredns_autoscaler"]))["dns"] == {
         "provider": "coredns"
     }
+
+
+def test_flannel_and_metrics_server_are_published_under_kdm_names_and_turned_on(tmp_path: Path):
+    """With flanneld and the flannel CNI plugin the cluster runs RKE's flannel instead of the lab's own pod
+    network; with metrics-server, RKE's metrics-server add-on."""
+    for name in ("flanneld", "flannel", "metrics-server"):
+        (tmp_path / name).write_text("")
+    assert sorted(addonimages.found(tmp_path)) == ["flannel", "flanneld", "metrics-server"]
+    assert addonimages.published_names(
+        "v1.28.7-rancher1-1", ("flannel", "flannel_cni", "metrics_server")
+    ) == [
+        "rancher/flannel-cni:v0.3.0-rancher9",
+        "rancher/mirrored-flannel-flannel:v0.24.2",
+        "rancher/mirrored-metrics-server:v0.7.0",
+    ]
+    document = clusteryml.cluster_document(_lab(["flannel", "flannel_cni", "metrics_server"]))
+    assert (document["network"], document["monitoring"]) == (
+        {"plugin": "flannel"},
+        {"provider": "metrics-server"},
+    )
+    assert clusteryml.cluster_document(_lab(["flannel"]))["network"] == {"plugin": "none"}  # no CNI plugin
