@@ -50,6 +50,8 @@ class ClusterState:
     current: State = field(default_factory=State)
     host_keys: dict[str, str] = field(default_factory=dict)  # "host:port" -> "<keytype> <base64>"
     etcd_members_added: list[str] = field(default_factory=list)  # etcd members that joined a running cluster
+    # the snapshot etcd was restored from, until up restarts the add-ons' pods (their watches predate it)
+    restored_snapshot: str = ""
 
 
 def state_path_for(config_path: str | os.PathLike[str]) -> Path:
@@ -243,10 +245,11 @@ def state_to_json(state: ClusterState, *, compact: bool = False) -> str:
         "desiredState": _state_json(state.desired),
         "currentState": _state_json(state.current),
     }
-    if state.host_keys or state.etcd_members_added:
+    if state.host_keys or state.etcd_members_added or state.restored_snapshot:
         doc["rkePy"] = {
             "hostKeys": dict(sorted(state.host_keys.items())),
             "etcdMembersAdded": list(state.etcd_members_added),
+            **({"restoredSnapshot": state.restored_snapshot} if state.restored_snapshot else {}),
         }
     if compact:
         return json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
@@ -266,6 +269,7 @@ def state_from_json(text: str, source: str = "cluster.rkestate") -> ClusterState
         current=_state_from_json(doc.get("currentState"), f"{source}: currentState"),
         host_keys=dict(extras.get("hostKeys") or {}),
         etcd_members_added=list(extras.get("etcdMembersAdded") or []),
+        restored_snapshot=str(extras.get("restoredSnapshot") or ""),
     )
 
 

@@ -224,14 +224,14 @@ class RewriteSecrets(_Change):
 
 @dataclass(frozen=True)
 class RestartPods(_Change):
-    """Delete an add-on workload's pods for its controller to start again: after a CA rotation they hold
-    the old CA and cannot reach the apiservers (RKE's RestartClusterPods)."""
+    """Delete an add-on workload's pods for its controller to start again (RKE's RestartClusterPods): after
+    a CA rotation or a snapshot restore, what they hold of the API no longer fits it."""
 
     kind: ClassVar[str] = "restart-pods"
     namespace: str
     selector: str  # the workload's label selector
+    reason: str
     ref: str = ""  # the workload, kind/namespace/name
-    reason: str = "they trust the old CA"
     phase = "pods"
 
     @property

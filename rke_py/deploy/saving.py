@@ -18,6 +18,7 @@ def save_state(desired: Desired, *, current: bool) -> Path:
     if current:
         state.current = State(state.desired.rke_config, dict(desired.bundle), encryption)
         state.etcd_members_added = sorted(desired.joined)
+        state.restored_snapshot = ""  # the add-ons' pods were restarted before the hosts matched
     path = state_path_for(desired.config_path)
     write_state(path, state)
     return path

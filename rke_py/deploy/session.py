@@ -229,15 +229,26 @@ class Session:
                 if self.desired.rewrite_secrets
                 else []
             ),
-            *(self.restart_pods() if self.desired.new_ca else []),
+            *self.restart_pods(),
         ]
 
     def restart_pods(self) -> list[RestartPods]:
+        """RKE's RestartClusterPods, after a new CA (the add-ons' pods trust the old one) and after a
+        snapshot restore (their watches carry resource versions of data that is gone, and wait for changes
+        that never come: a Service made since is not found by cluster DNS)."""
+        snapshot = self.desired.state.restored_snapshot
+        if self.desired.new_ca:
+            reason = "they trust the old CA"
+        elif snapshot:
+            reason = f"they watched the API before snapshot {snapshot} was restored"
+        else:
+            return []
         return [
             RestartPods(
                 namespace=obj["metadata"].get("namespace", "default"),
                 selector=",".join(f"{k}={v}" for k, v in obj["spec"]["selector"]["matchLabels"].items()),
                 ref=object_ref(obj),
+                reason=reason,
             )
             for _, obj in self.workloads()
         ]

@@ -293,7 +293,8 @@ def _state_for(snapshot: Snapshot, desired: Desired, result: Restored) -> Cluste
     """The snapshot's state, with the running cluster forgotten so `up` starts every member together; the
     local state when the snapshot has none (an archive from before the state was kept in it). The
     encryption config is kept as the snapshot has it: its Secrets are stored under those keys, which the
-    cluster running now may no longer have."""
+    cluster running now may no longer have. It names the snapshot until `up` has restarted the add-ons'
+    pods, so a run killed before that still restarts them."""
     if snapshot.state is not None:
         state = state_from_json(snapshot.state, f"the state in snapshot {snapshot.name}")
         result.state_from = "in the snapshot"
@@ -311,6 +312,7 @@ def _state_for(snapshot: Snapshot, desired: Desired, result: Restored) -> Cluste
     )
     state.current = State(encryption_config=state.current.encryption_config)
     state.etcd_members_added = []
+    state.restored_snapshot = snapshot.name
     return state
 
 

@@ -510,8 +510,8 @@ class Addons(Phase):
 
 class AsPlanned(Phase):
     """Cluster actions carried out as planned when the run connected, in order: every Secret written back
-    under a new encryption config (RKE's RewriteSecrets), add-on pods restarted after a new CA (RKE's
-    RestartClusterPods)."""
+    under a new encryption config (RKE's RewriteSecrets), add-on pods restarted after a new CA or a snapshot
+    restore (RKE's RestartClusterPods)."""
 
     def __init__(self, run: Run, key: str, title: str):
         self.r = run
@@ -572,7 +572,7 @@ def up_phases(run: Run) -> list[Phase]:
         # before the current state says the cluster encrypts: a killed run rewrites again
         AsPlanned(run, "secrets", "rewriting every Secret under the encryption config"),
         worker,
-        AsPlanned(run, "pods", "restarting add-on pods that trust the old CA"),
+        AsPlanned(run, "pods", "restarting the add-ons' pods (a new CA, a restored snapshot)"),
         RemovedHosts(run),
         SaveState(run, current=True),
         StoreState(run),

@@ -25,7 +25,8 @@ from rke_py.pki.certs import make_ca, make_signed
 from rke_py.plan.encryption import key_file, new_key
 from rke_py.snapshots import s3
 from rke_py.snapshots.archive import Snapshot, SnapshotError, check_name, default_name, pack, unpack
-from rke_py.state import ClusterState, State, state_from_json, state_to_json
+from rke_py.state import ClusterState, State, read_state, state_from_json, state_to_json, write_state
+from tests.unit.test_deploy_fake import Cluster
 
 
 def etcd_db(body: bytes = b"bbolt pages") -> bytes:
@@ -190,3 +191,25 @@ def test_a_restore_keeps_the_encryption_keys_the_snapshots_secrets_are_stored_un
     assert (state.desired.encryption_config, state.current.encryption_config) == (old, old)
     assert state.current.rke_config == {} and state.desired.rke_config == taken.current.rke_config
     assert state_from_json(state_to_json(state)).current.encryption_config == old  # and it is written so
+    assert state_from_json(state_to_json(state)).restored_snapshot == "one"
+
+
+def test_the_up_after_a_restore_restarts_the_addons_pods_even_if_a_killed_run_began_it(tmp_path):
+    """RKE's RestartClusterPods: pods that watched the API before the restore keep waiting for changes to
+    data that is gone (found by conformance: cluster DNS never learnt a Service made after a restore).
+    The state names the snapshot until they are restarted, so a run killed before that still does it."""
+    cluster = Cluster(tmp_path)
+    cluster.up()
+    path = tmp_path / "cluster.rkestate"
+    state = read_state(path)
+    assert state is not None and state.restored_snapshot == ""
+    state.restored_snapshot = "one"
+    write_state(path, state)
+    planned = [x.describe() for x in cluster.plan().cluster_actions if x.kind == "restart-pods"]
+    why = "they watched the API before snapshot one was restored"
+    assert f"restart-pods pods of deployment/kube-system/coredns ({why})" in planned
+    done = cluster.up()
+    assert [x.describe() for x in done.cluster_actions if x.kind == "restart-pods"] == planned
+    after = read_state(path)
+    assert after is not None and after.restored_snapshot == ""
+    assert not [x for x in cluster.up().cluster_actions if x.kind == "restart-pods"]
