@@ -50,7 +50,7 @@ class ClusterState:
     current: State = field(default_factory=State)
     host_keys: dict[str, str] = field(default_factory=dict)  # "host:port" -> "<keytype> <base64>"
     etcd_members_added: list[str] = field(default_factory=list)  # etcd members that joined a running cluster
-    # the snapshot etcd was restored from, until up restarts the add-ons' pods (their watches predate it)
+    # the snapshot etcd was restored from, until up restarts the add-ons' pods (their view of the API is old)
     restored_snapshot: str = ""
 
 

@@ -234,8 +234,8 @@ class Session:
 
     def restart_pods(self) -> list[RestartPods]:
         """RKE's RestartClusterPods, after a new CA (the add-ons' pods trust the old one) and after a
-        snapshot restore (their watches carry resource versions of data that is gone, and wait for changes
-        that never come: a Service made since is not found by cluster DNS)."""
+        snapshot restore (what they hold of the API predates the restored data: a kube-dns that ran across
+        a restore after a conformance run never learnt a Service made afterwards)."""
         snapshot = self.desired.state.restored_snapshot
         if self.desired.new_ca:
             reason = "they trust the old CA"

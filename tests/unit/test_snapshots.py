@@ -195,9 +195,9 @@ def test_a_restore_keeps_the_encryption_keys_the_snapshots_secrets_are_stored_un
 
 
 def test_the_up_after_a_restore_restarts_the_addons_pods_even_if_a_killed_run_began_it(tmp_path):
-    """RKE's RestartClusterPods: pods that watched the API before the restore keep waiting for changes to
-    data that is gone (found by conformance: cluster DNS never learnt a Service made after a restore).
-    The state names the snapshot until they are restarted, so a run killed before that still does it."""
+    """RKE's RestartClusterPods: pods that watched the API before the restore hold a view of data that is
+    gone (found by conformance: cluster DNS never learnt a Service made after a restore). The state names
+    the snapshot until they are restarted, so a run killed before that still does it."""
     cluster = Cluster(tmp_path)
     cluster.up()
     path = tmp_path / "cluster.rkestate"
