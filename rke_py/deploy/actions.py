@@ -210,6 +210,23 @@ class DeleteObject(_Change):
 
 
 @dataclass(frozen=True)
+class ServeOnly(_Change):
+    """Point the DNS Services at the new provider's pods alone, before the old provider's pods go."""
+
+    kind: ClassVar[str] = "serve-only"
+    deployment: str  # the provider in use, in kube-system
+    leaving: str  # the provider's Deployment about to be deleted
+    services: tuple[dict[str, Any], ...] = field(compare=False)  # as cluster.yml has them
+    reason: str
+    addon: str = ""
+    phase: str = "addons"
+
+    @property
+    def target(self) -> str:
+        return f"pods of deployment/kube-system/{self.deployment}"
+
+
+@dataclass(frozen=True)
 class RewriteSecrets(_Change):
     """Read and write back every Secret, so the apiservers store each as their encryption config says."""
 
@@ -307,6 +324,7 @@ HostAction = (
 ClusterAction = (
     ApplyObject
     | DeleteObject
+    | ServeOnly
     | RewriteSecrets
     | RestartPods
     | SyncNode

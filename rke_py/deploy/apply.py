@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from rke_py.deploy import actions as a
 from rke_py.deploy import drain
 from rke_py.deploy.facts import HostFacts
+from rke_py.deploy.handover import serve_only
 from rke_py.deploy.nodesync import node_patch
 from rke_py.deploy.parallel import DEFAULT_CONCURRENCY
 from rke_py.deploy.reconcile import add_etcd_member, clean_host, remove_etcd_members
@@ -157,6 +158,8 @@ class Applier:
                     api.delete(
                         api.path(action.api_version, action.object_kind, action.name, action.namespace)
                     )
+                case a.ServeOnly():
+                    serve_only(api, action, OBJECT_GONE_TIMEOUT)
                 case a.RewriteSecrets():
                     rewrite_secrets(api)
                 case a.RestartPods(namespace=namespace, selector=selector):

@@ -30,6 +30,7 @@ from rke_py.deploy.actions import (
 from rke_py.deploy.apply import Target
 from rke_py.deploy.desired import Desired
 from rke_py.deploy.diff import diff_host
+from rke_py.deploy.handover import handed_over
 from rke_py.deploy.nodesync import node_actions
 from rke_py.deploy.objects import identity, object_actions, prune_actions
 from rke_py.deploy.observe import observe
@@ -299,7 +300,8 @@ class Session:
 
             actions += object_actions(addon.objects, current, "addons", addon.name)
             had = [o for o in labelled.values() if o["metadata"]["labels"].get(ADDON_LABEL) == addon.name]
-            actions += prune_actions(wanted, had, f"no longer part of {addon.name}", addon.name)
+            pruned = prune_actions(wanted, had, f"no longer part of {addon.name}", addon.name)
+            actions += handed_over(pruned, self.desired.config.dns.provider, wanted)
         jobs = [
             job
             for job in api.list("batch/v1", "Job")
