@@ -48,6 +48,11 @@ def object_ref(item: Obj) -> str:
     return f"{kind.lower()}/{namespace}/{name}" if namespace else f"{kind.lower()}/{name}"
 
 
+def label_selector(labels: dict[str, str]) -> str:
+    """`labels` as the API's labelSelector query parameter reads them."""
+    return ",".join(f"{k}={v}" for k, v in labels.items())
+
+
 def labelled(item: Obj, addon: str) -> Obj:
     """`item` with rke-py's labels added (its own labels kept)."""
     metadata = dict(item.get("metadata") or {})

@@ -11,20 +11,17 @@ deleted and the Services applied again as cluster.yml has them.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from rke_py.addons import DNS_DEPLOYMENTS
 from rke_py.addons.coredns import DNS_LABELS
-from rke_py.addons.k8s import object_ref
+from rke_py.addons.k8s import SYSTEM, label_selector, object_ref
 from rke_py.deploy.actions import ApplyObject, ClusterAction, DeleteObject, ServeOnly
 from rke_py.deploy.objects import APPLIED, stamped
 from rke_py.kube.api import KubeAPI, KubeAPIError
 
-log = logging.getLogger("rke_py.deploy")
-NAMESPACE = "kube-system"
 HANDING_OVER = "handing-over"  # the applied hash of a narrowed Service: a killed run's next up restores it
 SETTLE = 5.0  # seconds for kube-proxy on every node to follow the EndpointSlices (CoreDNS's lameduck)
 REVISION = "deployment.kubernetes.io/revision"
@@ -35,7 +32,7 @@ def handed_over(
 ) -> list[ClusterAction]:
     """`deletes` (what an add-on left), with the hand-over around them when they take away the Deployment
     of the DNS provider no longer in use and another provider takes its place."""
-    leaving = {f"deployment/{NAMESPACE}/{name}" for p, name in DNS_DEPLOYMENTS.items() if p != provider}
+    leaving = {f"deployment/{SYSTEM}/{name}" for p, name in DNS_DEPLOYMENTS.items() if p != provider}
     old = next((d for d in deletes if d.ref in leaving), None)
     services = [o for o in wanted if o["kind"] == "Service" and o["spec"].get("selector") == DNS_LABELS]
     if old is None or provider not in DNS_DEPLOYMENTS or not services:
@@ -70,8 +67,8 @@ def serve_only(api: KubeAPI, action: ServeOnly, timeout: float, settle: float = 
     template_hash = _template_hash(api, action.deployment)
     pods = {
         p["metadata"]["name"]
-        for p in api.list("v1", "Pod", f"{_selector(DNS_LABELS)},pod-template-hash={template_hash}")
-        if p["metadata"].get("namespace") == NAMESPACE
+        for p in api.list("v1", "Pod", f"{label_selector(DNS_LABELS)},pod-template-hash={template_hash}")
+        if p["metadata"].get("namespace") == SYSTEM
     }
     for service in action.services:
         narrow = narrowed(service, template_hash)
@@ -93,23 +90,19 @@ def narrowed(service: dict[str, Any], template_hash: str) -> dict[str, Any]:
 
 
 def _deployment_path(name: str) -> str:
-    return f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{name}"
-
-
-def _selector(labels: dict[str, str]) -> str:
-    return ",".join(f"{k}={v}" for k, v in labels.items())
+    return f"/apis/apps/v1/namespaces/{SYSTEM}/deployments/{name}"
 
 
 def _template_hash(api: KubeAPI, deployment: str) -> str:
     """The pod-template-hash of the Deployment's current ReplicaSet (the one of its revision)."""
     found = api.get(_deployment_path(deployment))
     revision = (found["metadata"].get("annotations") or {}).get(REVISION)
-    for replica_set in api.list("apps/v1", "ReplicaSet", _selector(DNS_LABELS)):
+    for replica_set in api.list("apps/v1", "ReplicaSet", label_selector(DNS_LABELS)):
         meta = replica_set["metadata"]
         owners = {o.get("uid") for o in meta.get("ownerReferences") or []}
         if found["metadata"]["uid"] in owners and (meta.get("annotations") or {}).get(REVISION) == revision:
             return str(meta["labels"]["pod-template-hash"])
-    raise KubeAPIError(f"deployment/{NAMESPACE}/{deployment} has no ReplicaSet of its revision {revision}")
+    raise KubeAPIError(f"deployment/{SYSTEM}/{deployment} has no ReplicaSet of its revision {revision}")
 
 
 def _serves_only(api: KubeAPI, service: str, pods: set[str]) -> bool:
@@ -117,7 +110,7 @@ def _serves_only(api: KubeAPI, service: str, pods: set[str]) -> bool:
     slices = [
         s
         for s in api.list("discovery.k8s.io/v1", "EndpointSlice", f"kubernetes.io/service-name={service}")
-        if s["metadata"].get("namespace") == NAMESPACE
+        if s["metadata"].get("namespace") == SYSTEM
     ]
     served = {(e.get("targetRef") or {}).get("name") for s in slices for e in s.get("endpoints") or []}
     return bool(served) and served <= pods

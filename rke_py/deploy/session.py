@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import paramiko
 
 from rke_py.addons import ADDON_LABEL, PRUNE_KINDS, RKE_JOBS, WORKLOAD_KINDS
-from rke_py.addons.k8s import object_ref
+from rke_py.addons.k8s import label_selector, object_ref
 from rke_py.config.schema import Node
 from rke_py.deploy.actions import (
     AddMember,
@@ -247,7 +247,7 @@ class Session:
         return [
             RestartPods(
                 namespace=obj["metadata"].get("namespace", "default"),
-                selector=",".join(f"{k}={v}" for k, v in obj["spec"]["selector"]["matchLabels"].items()),
+                selector=label_selector(obj["spec"]["selector"]["matchLabels"]),
                 ref=object_ref(obj),
                 reason=reason,
             )
