@@ -203,6 +203,7 @@ class DeleteObject(_Change):
     reason: str = ""
     phase: str = "addons"
     addon: str = ""
+    until_gone: bool = False  # its dependents deleted first, and waited for: what follows needs them gone
 
     @property
     def target(self) -> str:

@@ -154,10 +154,12 @@ class Applier:
                     if recreate:
                         api.delete_and_wait(api.object_path(obj), OBJECT_GONE_TIMEOUT)
                     api.apply(api.object_path(obj), obj)
-                case a.DeleteObject():
-                    api.delete(
-                        api.path(action.api_version, action.object_kind, action.name, action.namespace)
-                    )
+                case a.DeleteObject(until_gone=until_gone):
+                    path = api.path(action.api_version, action.object_kind, action.name, action.namespace)
+                    if until_gone:
+                        api.delete_and_wait(path, OBJECT_GONE_TIMEOUT, "Foreground")
+                    else:
+                        api.delete(path)
                 case a.ServeOnly():
                     serve_only(api, action, OBJECT_GONE_TIMEOUT)
                 case a.RewriteSecrets():

@@ -3,16 +3,18 @@
 CoreDNS and kube-dns sit behind the same Services (`kube-dns`, and NodeLocal DNSCache's `kube-dns-upstream`),
 which select both providers' pods by `k8s-app: kube-dns`. Deleting the old provider's pods while the
 Services still send to them loses queries: kube-dns's dnsmasq stops at once, and kube-proxy on each node
-takes a moment to notice (2 to 4 queries lost in 2 s at ten a second, measured). So before the old provider's
+takes a moment to notice (2 to 5 queries lost at ten a second, measured). So before the old provider's
 objects go, the Services select the new provider's pods alone (by their ReplicaSet's `pod-template-hash`);
 once their EndpointSlices list nothing else and kube-proxy has had time to follow, the old objects are
-deleted and the Services applied again as cluster.yml has them.
+deleted, the old Deployment until its pods are gone, and the Services applied again as cluster.yml has
+them.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from rke_py.addons import DNS_DEPLOYMENTS
@@ -55,7 +57,10 @@ def handed_over(
         )
         for s in services
     ]
-    return [serve, *deletes, *restore]
+    # its pods gone before the Services select by k8s-app alone again, or they would rejoin them until
+    # the garbage collector came for them
+    last = replace(old, until_gone=True, reason=f"{old.reason}; until its pods are gone")
+    return [serve, *(d for d in deletes if d is not old), last, *restore]
 
 
 def serve_only(api: KubeAPI, action: ServeOnly, timeout: float, settle: float = SETTLE) -> None:

@@ -170,18 +170,20 @@ class KubeAPI:
             item.setdefault("kind", kind)
         return items
 
-    def delete(self, path: str) -> None:
-        """Delete with the dependents in the background (a Job's pods, a DaemonSet's pods); gone is fine."""
-        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+    def delete(self, path: str, propagation: str = "Background") -> None:
+        """Delete with the dependents (a Job's pods, a DaemonSet's pods) in the background, or first with
+        `Foreground`; gone is fine."""
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
         try:
             self.request("DELETE", path, body)
         except KubeAPIError as exc:
             if exc.status != 404:
                 raise
 
-    def delete_and_wait(self, path: str, timeout: float) -> None:
-        """Delete, then wait until the object is gone (its finalizers done), so it can be created anew."""
-        self.delete(path)
+    def delete_and_wait(self, path: str, timeout: float, propagation: str = "Background") -> None:
+        """Delete, then wait until the object is gone (its finalizers done, and with `Foreground` its
+        dependents), so it can be created anew."""
+        self.delete(path, propagation)
         deadline = time.monotonic() + timeout
         while self.find(path) is not None:
             if time.monotonic() > deadline:

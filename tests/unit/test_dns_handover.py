@@ -32,12 +32,15 @@ def test_leaving_kube_dns_for_coredns_first_takes_its_pods_out_of_both_services_
     wanted = _wanted("coredns", NODELOCAL)
     deletes = _left("deployment/kube-system/kube-dns", "configmap/kube-system/kube-dns")
     actions = handed_over(deletes, "coredns", wanted)
-    serve, *middle, first, second = actions
+    serve, config_map, deployment, first, second = actions
     assert isinstance(serve, ServeOnly)
     assert (serve.deployment, serve.leaving, serve.addon) == ("coredns", "kube-dns", "rke-kube-dns-addon")
     services = ["service/kube-system/kube-dns", "service/kube-system/kube-dns-upstream"]
     assert [object_ref(s) for s in serve.services] == services
-    assert middle == deletes
+    assert config_map == deletes[1] and not config_map.until_gone
+    # last, and waited for until its pods are gone: until then they would rejoin the restored Services
+    assert isinstance(deployment, DeleteObject) and deployment.ref == "deployment/kube-system/kube-dns"
+    assert deployment.until_gone
     for restore, ref in zip((first, second), services, strict=True):
         assert isinstance(restore, ApplyObject) and restore.ref == ref and restore.phase == "addons"
         assert restore.obj == stamped(next(o for o in wanted if object_ref(o) == ref))
