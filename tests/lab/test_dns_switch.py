@@ -5,7 +5,7 @@ sit behind the one `kube-dns` Service, which a node asks ten times a second whil
 The old provider goes only once the new one answers, and its pods leave the Service before they stop:
 kube-dns's dnsmasq stops at once when its pod is deleted, and a node whose kube-proxy had not caught up
 lost the queries it still sent there (5 within 7 s without the hand-over). Leaving CoreDNS loses nothing.
-Leaving kube-dns still lost 1 or 2 queries in 3 of 5 runs, while the Service already sent only to
+Leaving kube-dns still lost 1 or 2 queries in 3 of 6 runs, while the Service already sent only to
 CoreDNS's pods and kube-dns's were stopping; the cause is not known, so the bound is what was measured.
 Then to `none` and back: nothing of either provider is left, and names resolve again."""
 
