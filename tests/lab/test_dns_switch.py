@@ -5,7 +5,7 @@ behind the one `kube-dns` Service, which a node asks ten times a second while `u
 The old provider goes only once the new one answers, and its pods leave the Service before they stop:
 kube-dns's dnsmasq stops at once when its pod is deleted, and a node whose kube-proxy had not caught up
 lost the queries it still sent there (5 within 7 s without the hand-over). With it, 1 or 2 queries still
-failed in 7 of 20 switches, while the old pods stopped, though none went to them (conntrack on the asking
+failed in 10 of 32 switches, while the old pods stopped, though none went to them (conntrack on the asking
 node): the cause is not known, so the bound is what was measured.
 Then to `none` and back: nothing of either provider is left, and names resolve again."""
 
