@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from rke_py.addons.k8s import SYSTEM
 from rke_py.config.schema import Node
 from rke_py.plan.model import ContainerSpec, FileSpec
 
@@ -224,7 +225,7 @@ class ServeOnly(_Change):
 
     @property
     def target(self) -> str:
-        return f"pods of deployment/kube-system/{self.deployment}"
+        return f"pods of deployment/{SYSTEM}/{self.deployment}"
 
 
 @dataclass(frozen=True)

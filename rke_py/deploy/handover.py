@@ -66,8 +66,7 @@ def handed_over(
 def serve_only(api: KubeAPI, action: ServeOnly, timeout: float, settle: float = SETTLE) -> None:
     """Point the Services at the current pods of `action.deployment` alone and return once every node may
     have followed. Nothing to do when the leaving Deployment has no pod available: nothing is sent there."""
-    leaving = api.find(_deployment_path(action.leaving))
-    if not leaving or not (leaving.get("status") or {}).get("availableReplicas"):
+    if not available(api, action.leaving):
         return
     template_hash = _template_hash(api, action.deployment)
     pods = {
@@ -92,6 +91,12 @@ def narrowed(service: dict[str, Any], template_hash: str) -> dict[str, Any]:
     metadata["annotations"][APPLIED] = HANDING_OVER
     spec = {**service["spec"], "selector": {**DNS_LABELS, "pod-template-hash": template_hash}}
     return {**service, "metadata": metadata, "spec": spec}
+
+
+def available(api: KubeAPI, deployment: str) -> bool:
+    """Whether a DNS provider's Deployment has a pod that answers (the Services may send there)."""
+    found = api.find(_deployment_path(deployment))
+    return bool(found and (found.get("status") or {}).get("availableReplicas"))
 
 
 def _deployment_path(name: str) -> str:

@@ -20,6 +20,7 @@ from rke_py.deploy import actions as a
 from rke_py.deploy import clusterstate, rolling
 from rke_py.deploy.apply import Applier, Target
 from rke_py.deploy.desired import Desired, prepare
+from rke_py.deploy.handover import available
 from rke_py.deploy.nodesync import node_actions
 from rke_py.deploy.objects import object_actions
 from rke_py.deploy.parallel import combined, for_all
@@ -480,21 +481,15 @@ class Addons(Phase):
         resolving while the provider changes. Until the deadline; then the old one is kept, with a warning,
         and the next `up` tries again."""
         old = next(p for p, addon in DNS_ADDONS.items() if addon == old_addon)
-        new = self.r.config.dns.provider
-        if not self._available(DNS_DEPLOYMENTS[old]) or new not in DNS_DEPLOYMENTS:
+        new, api = self.r.config.dns.provider, self.r.session.kube_api()
+        if not available(api, DNS_DEPLOYMENTS[old]) or new not in DNS_DEPLOYMENTS:
             return True
-        while not self._available(DNS_DEPLOYMENTS[new]):
+        while not available(api, DNS_DEPLOYMENTS[new]):
             if time.monotonic() + self.pause > deadline:
                 log.warning("%s is not answering yet: %s is kept until it does (run up again)", new, old)
                 return False
             time.sleep(self.pause)
         return True
-
-    def _available(self, deployment: str) -> bool:
-        found = self.r.session.kube_api().find(
-            f"/apis/apps/v1/namespaces/kube-system/deployments/{deployment}"
-        )
-        return bool(found and (found.get("status") or {}).get("availableReplicas"))
 
     def _until(self, action: a.ClusterAction, deadline: float) -> None:
         while True:
