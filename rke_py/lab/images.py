@@ -32,6 +32,7 @@ LABEL_HASH = "io.rke-py.lab.hash"
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 KUBE_COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy")
 XTABLES_EXTENSIONS = "/usr/lib/x86_64-linux-gnu/xtables"
+CONNTRACK = "/usr/sbin/conntrack"
 IPTABLES_TOOLS = (
     "iptables",
     "iptables-save",
@@ -289,13 +290,16 @@ def hyperkube_rootfs(binaries: Path | None = None) -> tuple[Rootfs, list[str]]:
 
 def real_hyperkube_rootfs(binaries: Path) -> tuple[Rootfs, list[str]]:
     """Real kube-* binaries on busybox, with what they run: iptables (this machine's backend) for
-    kube-proxy and the kubelet; mount and friends come from busybox."""
+    kube-proxy and the kubelet, and conntrack, with which kube-proxy deletes the UDP flows of an endpoint
+    that left a Service (without it a DNS query whose source port matched such a flow went to a pod that
+    was gone); mount and friends come from busybox."""
     r = Rootfs()
     r.busybox()
     etc(r, [], [])
     for component in KUBE_COMPONENTS:
         r.file(f"/usr/local/bin/{component}", source=str(binaries / component), mode=0o755)
     iptables(r)
+    r.binary(CONNTRACK)
     r.dir("/etc/kubernetes")
     return r, [f"ENV PATH={PATH}", 'CMD ["/bin/sh"]']
 
