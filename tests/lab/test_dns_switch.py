@@ -8,8 +8,8 @@ The old provider goes only once the new one answers, and its pods leave the Serv
 kube-dns's dnsmasq stops at once when its pod is deleted, and a node whose kube-proxy had not caught up
 lost the queries it still sent there (5 within 7 s without the hand-over). Then kube-proxy must delete the
 node's UDP flows to the pods that left, or a query whose source port matches one still goes there: with
-no `conntrack` in the image, 1 or 2 queries failed in 10 of 32 switches, and every query through a
-forwarder that keeps its port would.
+no `conntrack` in the image, 1 or 2 queries failed in 10 of 32 switches, and through a forwarder that
+keeps its port every query failed once kube-dns had gone.
 Then to `none` and back: nothing of either provider is left, and names resolve again."""
 
 from __future__ import annotations
