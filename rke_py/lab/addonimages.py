@@ -7,6 +7,7 @@ defaults and only `private_registries` points at the lab, as an air-gapped site'
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from rke_py.config import kdm
@@ -95,9 +96,18 @@ def found(directory: Path) -> dict[str, tuple[Recipe, tuple[str, ...]]]:
     return present
 
 
-def published_names(version: str, keys: tuple[str, ...]) -> list[str]:
-    """The default image names of `keys` for Kubernetes `version` (KDM's), without a registry."""
-    images = kdm.system_images(version)
-    if images is None:
+def default_images(version: str) -> Mapping[str, str]:
+    """KDM's default images of Kubernetes `version`; for a build KDM never listed (v1.28.0: RKE skipped
+    it), those of the nearest listed patch of its minor, which cluster.yml then has to name itself."""
+    wanted = kdm.version_key(version)
+    same_minor = [v for v in kdm.versions() if kdm.version_key(v)[:2] == wanted[:2]]
+    if not same_minor:
         raise LabError(f"Kubernetes {version} has no default system images to publish add-ons under")
+    nearest = min(same_minor, key=lambda v: (v != version, abs(kdm.version_key(v)[2] - wanted[2])))
+    return kdm.system_images(nearest) or {}
+
+
+def published_names(version: str, keys: tuple[str, ...]) -> list[str]:
+    """The default image names of `keys` for Kubernetes `version`, without a registry."""
+    images = default_images(version)
     return sorted({images[key] for key in keys if images.get(key)})

@@ -8,6 +8,8 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
+from rke_py.config import kdm
+from rke_py.lab import addonimages
 from rke_py.lab.state import Lab
 
 # system_images keys the lab fills, and the lab image behind each (rke-tools serves four, as in RKE).
@@ -51,8 +53,17 @@ def cluster_document(lab: Lab) -> dict[str, Any]:
         "ingress": {"provider": "none"},
         "monitoring": {"provider": "metrics-server" if "metrics_server" in lab.addons else "none"},
         "private_registries": [_registry(lab)],
-        "system_images": {key: lab.images[image] for key, image in SYSTEM_IMAGES.items()},
+        "system_images": {key: lab.images[image] for key, image in SYSTEM_IMAGES.items()}
+        | _unlisted_add_ons(lab),
     }
+
+
+def _unlisted_add_ons(lab: Lab) -> dict[str, str]:
+    """The add-on images the lab serves, named for a version KDM does not list (rke-py knows none for it)."""
+    if kdm.system_images(lab.kubernetes_version) is not None:
+        return {}
+    defaults = addonimages.default_images(lab.kubernetes_version)
+    return {key: defaults[key] for key in lab.addons if defaults.get(key)}
 
 
 def _dns(lab: Lab) -> dict[str, Any]:

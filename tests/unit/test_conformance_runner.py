@@ -206,3 +206,21 @@ def test_flannel_and_metrics_server_are_published_under_kdm_names_and_turned_on(
         {"provider": "metrics-server"},
     )
     assert clusteryml.cluster_document(_lab(["flannel"]))["network"] == {"plugin": "none"}  # no CNI plugin
+
+
+def test_a_build_kdm_never_listed_gets_its_minors_nearest_add_on_images_named_in_cluster_yml():
+    """RKE shipped no v1.28.0, yet an upgrade from real v1.28.0 binaries keeps DNS: the lab serves the
+    add-ons under v1.28.7's names and cluster.yml names them, as rke-py knows no images for v1.28.0."""
+    assert addonimages.published_names("v1.28.0-rancher1-1", ("coredns",)) == [
+        "rancher/mirrored-coredns-coredns:1.10.1"
+    ]
+    lab = _lab(["coredns", "coredns_autoscaler"])
+    assert "coredns" not in clusteryml.cluster_document(lab)["system_images"]  # KDM lists v1.30.4
+    lab.kubernetes_version = "v1.28.0-rancher1-1"
+    named = clusteryml.cluster_document(lab)["system_images"]
+    assert (named["coredns"], named["coredns_autoscaler"]) == (
+        "rancher/mirrored-coredns-coredns:1.10.1",
+        "rancher/mirrored-cluster-proportional-autoscaler:1.8.6",
+    )
+    with pytest.raises(LabError, match="v1.19.0-rancher1-1 has no default system images"):
+        addonimages.published_names("v1.19.0-rancher1-1", ("coredns",))
