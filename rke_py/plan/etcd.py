@@ -51,8 +51,6 @@ def flags(config: ClusterConfig, node: Node, joined: bool = False) -> dict[str, 
         "client-cert-auth": "true",
         "peer-client-cert-auth": "true",
         "cipher-suites": CIPHER_SUITES,
-        "election-timeout": "5000",  # RKE's defaults; services.etcd.extra_args override them
-        "heartbeat-interval": "500",
     }
 
 
