@@ -222,5 +222,5 @@ def test_a_build_kdm_never_listed_gets_its_minors_nearest_add_on_images_named_in
         "rancher/mirrored-coredns-coredns:1.10.1",
         "rancher/mirrored-cluster-proportional-autoscaler:1.8.6",
     )
-    with pytest.raises(LabError, match="v1.19.0-rancher1-1 has no default system images"):
+    with pytest.raises(LabError, match=r"v1\.19\.0-rancher1-1 has no default system images"):
         addonimages.published_names("v1.19.0-rancher1-1", ("coredns",))
