@@ -99,11 +99,13 @@ def found(directory: Path) -> dict[str, tuple[Recipe, tuple[str, ...]]]:
 def default_images(version: str) -> Mapping[str, str]:
     """KDM's default images of Kubernetes `version`; for a build KDM never listed (v1.28.0: RKE skipped
     it), those of the nearest listed patch of its minor, which cluster.yml then has to name itself."""
+    if (listed := kdm.system_images(version)) is not None:
+        return listed
     wanted = kdm.version_key(version)
     same_minor = [v for v in kdm.versions() if kdm.version_key(v)[:2] == wanted[:2]]
     if not same_minor:
         raise LabError(f"Kubernetes {version} has no default system images to publish add-ons under")
-    nearest = min(same_minor, key=lambda v: (v != version, abs(kdm.version_key(v)[2] - wanted[2])))
+    nearest = min(same_minor, key=lambda v: abs(kdm.version_key(v)[2] - wanted[2]))
     return kdm.system_images(nearest) or {}
 
 
