@@ -6,6 +6,7 @@ import contextlib
 import errno
 import os
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 
 from rke_py.errors import UsageError
@@ -36,6 +37,16 @@ def write_private_file(path: str | os.PathLike[str], data: str | bytes) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def set_aside(path: Path) -> Path | None:
+    """Rename an existing `path` to `<name>.<UTC time>` before a command writes it anew (as RKE keeps the
+    old state file and kubeconfig); the new name, or None when there was nothing to keep."""
+    if not path.exists():
+        return None
+    kept = path.with_name(f"{path.name}.{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}")
+    path.replace(kept)
+    return kept
 
 
 def open_private(path: str | os.PathLike[str], flags: int) -> int:

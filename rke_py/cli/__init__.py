@@ -11,6 +11,8 @@ import sys
 
 import click
 
+from rke_py.cli.goflags import normalize
+from rke_py.cli.output import Verbosity
 from rke_py.errors import ExitStatus, RkePyError
 
 COMMANDS = {
@@ -41,15 +43,21 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="rke-py", prog_name="rke-py")
-def cli() -> None:
+@click.version_option(None, "--version", "-v", package_name="rke-py", prog_name="rke-py")
+@click.option("--debug", "-d", is_flag=True, help="Debug messages on stderr.")
+@click.option("--quiet", "-q", is_flag=True, help="Print only errors (and what a command was asked to show).")
+@click.option("--trace", is_flag=True, help="As --debug, with the SSH library's messages.")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool, quiet: bool, trace: bool) -> None:
     """Stand up Kubernetes the RKE way from an RKE-style cluster.yml."""
+    ctx.obj = Verbosity(debug=debug, quiet=quiet, trace=trace)
 
 
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI and exit with a documented ExitStatus."""
+    args = normalize(sys.argv[1:] if argv is None else argv, cli)
     try:
-        status = cli.main(args=argv, prog_name="rke-py", standalone_mode=False)
+        status = cli.main(args=args, prog_name="rke-py", standalone_mode=False)
     except RkePyError as exc:
         click.echo(f"error: {exc}" if not getattr(exc, "problems", None) else str(exc), err=True)
         sys.exit(exc.exit_status)

@@ -12,9 +12,9 @@ from rich.table import Table
 from rke_py.cli.cmd_up import bring_up
 from rke_py.cli.options import cert_dir_for, cert_dir_option, config_option, host_command_options
 from rke_py.cli.output import console, emit_json
-from rke_py.cli.run import cluster_run, options_from
+from rke_py.cli.run import HostCommand
 from rke_py.config import load
-from rke_py.deploy.desired import Rotation, prepare
+from rke_py.deploy.desired import Rotation
 from rke_py.deploy.status import certificates
 from rke_py.errors import UsageError
 from rke_py.pki.bundle import SERVICES
@@ -37,35 +37,24 @@ def command() -> None:
     help="Rotate only this service's certificates (repeatable) [default: every certificate].",
 )
 @click.option("--rotate-ca", is_flag=True, help="A new CA too, and every certificate signed again by it.")
-def rotate(
-    config_path,
-    strict,
-    output,
-    host_key_policy,
-    known_hosts,
-    concurrency,
-    log_file,
-    verbose,
-    services,
-    rotate_ca,
-) -> None:
+def rotate(host: HostCommand, services: tuple[str, ...], rotate_ca: bool) -> None:
     """New keys and certificates, deployed and restarted by the rolling rules (as `rke cert rotate`)."""
-    with cluster_run("cert rotate", config_path, log_file, verbose):
-        desired = prepare(config_path, strict=strict, rotation=Rotation(tuple(services), rotate_ca))
-        bring_up(desired, output, options_from(host_key_policy, known_hosts, concurrency))
+    with host.run("cert rotate"):
+        desired = host.prepare(rotation=Rotation(services, rotate_ca))
+        bring_up(desired, host.output, host.options())
 
 
 @command.command("list")
 @host_command_options
-def list_(config_path, strict, output, host_key_policy, known_hosts, concurrency, log_file, verbose) -> None:
+def list_(host: HostCommand) -> None:
     """Every certificate of the state, and what each kubelet serves: subject, names, expiry."""
-    with cluster_run("cert list", config_path, log_file, verbose):
-        desired = prepare(config_path, strict=strict)
+    with host.run("cert list"):
+        desired = host.prepare()
         if not desired.certificates_from_state:
-            raise UsageError(f"no cluster state beside {config_path}: run `rke-py up` first")
-        found = certificates(desired, options_from(host_key_policy, known_hosts, concurrency))
+            raise UsageError(f"no cluster state beside {host.config_path}: run `rke-py up` first")
+        found = certificates(desired, host.options())
         now = dt.datetime.now(dt.UTC)
-        if output == "json":
+        if host.json:
             emit_json({"certificates": [e.to_dict(now) for e in found]})
             return
         table = Table(title="Certificates")

@@ -81,6 +81,9 @@ MAX_SSH_CONFIG = 1024 * 1024  # `vagrant ssh-config` prints a few hundred bytes 
 )
 @click.option("--force", is_flag=True, help="Overwrite the file if it exists.")
 @click.option(
+    "--empty", "-e", is_flag=True, help="A file with every setting and no nodes yet, to fill in (RKE's flag)."
+)
+@click.option(
     "--list-version",
     "-l",
     is_flag=True,
@@ -104,6 +107,7 @@ def command(
     vagrant_ssh_config: str | None,
     to_stdout: bool,
     force: bool,
+    empty: bool,
     list_version: bool,
     system_images: bool,
     every: bool,
@@ -117,12 +121,27 @@ def command(
     if every or version:
         raise UsageError("--all and --version go with --list-version or --system-images")
     from_vagrant = vagrant_dir is not None or vagrant_ssh_config is not None
-    if node_specs and from_vagrant:
-        raise UsageError("--node and --from-vagrant both describe the nodes; use one of them")
+    sources = [
+        flag
+        for flag, given in (("--node", node_specs), ("--from-vagrant", from_vagrant), ("--empty", empty))
+        if given
+    ]
+    if len(sources) > 1:
+        raise UsageError(
+            f"{', '.join(sources[:-1])} and {sources[-1]} each describe the nodes; use one of them"
+        )
     if not to_stdout and not force and Path(name).exists():
         raise UsageError(
             f"{name} already exists; pass --force to overwrite it, or --name to write another file"
         )
+    if empty:
+        cluster = ClusterInput(
+            ssh_key_path=ssh_key_path or defaults.SSH_KEY_PATH,
+            written_by=_command_line("--empty", key=ssh_key_path),
+        )
+        _emit(name, render_cluster_yml([], cluster=cluster), to_stdout, force, "no nodes yet: add them")
+        return
+        return
     nodes, cluster = _describe(node_specs, vagrant_dir, vagrant_ssh_config, ssh_key_path, to_stdout)
     text = render_cluster_yml(nodes, cluster=cluster)
     try:
@@ -137,11 +156,15 @@ def command(
         ) from None
     for warning in loaded.warnings:
         click.echo(str(warning), err=True)
+    _emit(name, text, to_stdout, force, summary(loaded.config))
+
+
+def _emit(name: str, text: str, to_stdout: bool, force: bool, what: str) -> None:
     if to_stdout:
         click.echo(text, nl=False)
         return
     write_config_file(name, text, force=force)
-    click.echo(f"Wrote {name} ({summary(loaded.config)}). Next: rke-py up --config {shlex.quote(name)}")
+    click.echo(f"Wrote {name} ({what}). Next: rke-py up --config {shlex.quote(name)}")
 
 
 def _print_versions(list_version: bool, every: bool, version: str | None) -> None:

@@ -6,8 +6,7 @@ import click
 
 from rke_py.cli.cmd_up import bring_up
 from rke_py.cli.options import host_command_options
-from rke_py.cli.run import cluster_run, options_from
-from rke_py.deploy.desired import prepare
+from rke_py.cli.run import HostCommand
 
 
 @click.group("encrypt")
@@ -17,10 +16,7 @@ def command() -> None:
 
 @command.command("rotate-key")
 @host_command_options
-def rotate_key(
-    config_path, strict, output, host_key_policy, known_hosts, concurrency, log_file, verbose
-) -> None:
+def rotate_key(host: HostCommand) -> None:
     """A new aescbc key: added first, every Secret written anew with it, then the old key dropped."""
-    with cluster_run("encrypt rotate-key", config_path, log_file, verbose):
-        desired = prepare(config_path, strict=strict, rotate_key=True)
-        bring_up(desired, output, options_from(host_key_policy, known_hosts, concurrency))
+    with host.run("encrypt rotate-key"):
+        bring_up(host.prepare(rotate_key=True), host.output, host.options())

@@ -10,14 +10,14 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from rke_py.cli.options import host_command_options
+from rke_py.cli.options import cert_dir_for, cert_dir_option, host_command_options
 from rke_py.cli.output import console, emit_json, phase_progress, print_warnings
 from rke_py.cli.render import changes_doc, print_actions, print_report
-from rke_py.cli.run import cluster_run, options_from
+from rke_py.cli.run import HostCommand
 from rke_py.config import values
 from rke_py.config.schema import S3BackupConfig
 from rke_py.deploy import snapshot
-from rke_py.deploy.desired import Desired, prepare
+from rke_py.deploy.desired import Desired
 from rke_py.deploy.up import skipped_targets
 from rke_py.errors import UsageError
 from rke_py.snapshots.archive import check_name
@@ -115,32 +115,18 @@ def command() -> None:
 @host_command_options
 @click.option("--name", default=None, help="Snapshot name [default: rke_etcd_snapshot_<time>].")
 @s3_options
-def save_command(
-    config_path,
-    strict,
-    output,
-    host_key_policy,
-    known_hosts,
-    concurrency,
-    log_file,
-    verbose,
-    name,
-    use_s3,
-    **s3_flags,
-) -> None:
+def save_command(host: HostCommand, name: str | None, use_s3: bool, **s3_flags: str | None) -> None:
     """Save a snapshot of etcd, with the cluster state, on every etcd host (and in S3 with --s3)."""
-    with cluster_run("etcd snapshot-save", config_path, log_file, verbose):
+    with host.run("etcd snapshot-save"):
         started = time.monotonic()
-        desired = prepare(config_path, strict=strict)
+        desired = host.prepare()
         name = check_name(name) if name else snapshot.default_snapshot_name(desired.config)
         print_warnings(desired.warnings)
         target = s3_target(desired, use_s3, **s3_flags)
         with phase_progress() as on_phase:
-            saved = snapshot.save(
-                desired, options_from(host_key_policy, known_hosts, concurrency), name, target, on_phase
-            )
+            saved = snapshot.save(desired, host.options(), name, target, on_phase)
         seconds = round(time.monotonic() - started, 1)
-        if output == "json":
+        if host.json:
             emit_json(
                 {
                     "ok": True,
@@ -153,7 +139,7 @@ def save_command(
                 }
             )
             return
-        out = console()
+        out = console(summary=True)
         out.print(f"snapshot {saved.name} ({saved.size} bytes) taken from {saved.source}")
         out.print(f"kept on {', '.join(saved.hosts)} in {snapshot_dir(desired.config)}")
         if saved.s3:
@@ -164,26 +150,13 @@ def save_command(
 @command.command("snapshot-list")
 @host_command_options
 @s3_options
-def list_command(
-    config_path,
-    strict,
-    output,
-    host_key_policy,
-    known_hosts,
-    concurrency,
-    log_file,
-    verbose,
-    use_s3,
-    **s3_flags,
-) -> None:
+def list_command(host: HostCommand, use_s3: bool, **s3_flags: str | None) -> None:
     """List the snapshots on every etcd host (and in S3 with --s3)."""
-    with cluster_run("etcd snapshot-list", config_path, log_file, verbose):
-        desired = prepare(config_path, strict=strict)
+    with host.run("etcd snapshot-list"):
+        desired = host.prepare()
         target = s3_target(desired, use_s3, **s3_flags)
-        rows, errors = snapshot.listing(
-            desired, options_from(host_key_policy, known_hosts, concurrency), target
-        )
-        if output == "json":
+        rows, errors = snapshot.listing(desired, host.options(), target)
+        if host.json:
             emit_json(
                 {
                     "ok": not errors,
@@ -211,25 +184,32 @@ def list_command(
 @click.option("--name", required=True, help="The snapshot to restore (without .zip).")
 @click.option("--force", is_flag=True, help="Do not ask for confirmation.")
 @s3_options
+@click.option(
+    "--use-local-state",
+    is_flag=True,
+    help="Restore with the local state file's certificates and configuration, not the snapshot's.",
+)
+@click.option(
+    "--custom-certs",
+    is_flag=True,
+    help="Bring the cluster back up with your own certificates from --cert-dir.",
+)
+@cert_dir_option
 def restore_command(
-    config_path,
-    strict,
-    output,
-    host_key_policy,
-    known_hosts,
-    concurrency,
-    log_file,
-    verbose,
-    name,
-    force,
-    use_s3,
-    **s3_flags,
+    host: HostCommand,
+    name: str,
+    force: bool,
+    use_s3: bool,
+    use_local_state: bool,
+    custom_certs: bool,
+    cert_dir: str | None,
+    **s3_flags: str | None,
 ) -> None:
     """Restore every etcd member from a snapshot, with the cluster state it holds, then run up."""
-    with cluster_run("etcd snapshot-restore", config_path, log_file, verbose):
+    with host.run("etcd snapshot-restore"):
         started = time.monotonic()
         name = check_name(name)
-        desired = prepare(config_path, strict=strict)
+        desired = host.prepare()
         target = s3_target(desired, use_s3, **s3_flags)
 
         def confirm(question: str) -> bool:
@@ -241,13 +221,22 @@ def restore_command(
                 )
             return click.confirm(question)
 
-        options = options_from(host_key_policy, known_hosts, concurrency)
         with phase_progress() as on_phase:
-            restored = snapshot.restore(Path(config_path), options, name, target, confirm, strict, on_phase)
+            restored = snapshot.restore(
+                Path(host.config_path),
+                host.options(),
+                name,
+                target,
+                confirm,
+                host.strict,
+                on_phase,
+                use_local_state=use_local_state,
+                custom_certs=cert_dir_for(host.config_path, cert_dir) if custom_certs else None,
+            )
         seconds = round(time.monotonic() - started, 1)
         result = restored.up
         assert result is not None
-        if output == "json":
+        if host.json:
             emit_json(
                 {
                     "ok": result.report.ok if result.report else True,
@@ -257,11 +246,11 @@ def restore_command(
                     "seconds": seconds,
                     **changes_doc(desired.config, result),
                     "verify": result.report.to_dict() if result.report else None,
-                    "state": str(state_path_for(config_path)),
+                    "state": str(state_path_for(host.config_path)),
                 }
             )
         else:
-            out = console()
+            out = console(summary=True)
             out.print(
                 f"restored {name} from {restored.source} into {', '.join(restored.replaced)}; "
                 f"state {restored.state_from}"

@@ -14,8 +14,7 @@ from rich.table import Table
 from rke_py.cli.options import host_command_options
 from rke_py.cli.output import console, emit_json, print_warnings
 from rke_py.cli.render import changes_doc, print_actions
-from rke_py.cli.run import cluster_run, options_from
-from rke_py.deploy.desired import prepare
+from rke_py.cli.run import HostCommand
 from rke_py.deploy.up import plan
 from rke_py.plan.model import ClusterPlan, ContainerSpec, FileSpec, NodePlan
 from rke_py.state import state_path_for
@@ -28,30 +27,28 @@ SHORT = 12  # hash characters shown in the table
 @click.option(
     "--offline", is_flag=True, help="Plan from cluster.yml and the state file only; contact no host."
 )
-def command(
-    config_path, strict, output, host_key_policy, known_hosts, concurrency, log_file, verbose, offline
-) -> None:
+def command(host: HostCommand, offline: bool) -> None:
     """Show what `up` would change on each host now (or, with --offline, what each node must have)."""
     if offline:
-        desired = prepare(config_path, strict=strict)
+        desired = host.prepare()
         print_warnings(desired.warnings)
         if not desired.certificates_from_state:
             click.echo(
-                f"no state file {state_path_for(config_path)}: certificates were generated in memory "
+                f"no state file {state_path_for(host.config_path)}: certificates were generated in memory "
                 "for this plan, so file and spec hashes will differ from those of `rke-py up`",
                 err=True,
             )
         source = "state" if desired.certificates_from_state else "generated"
-        if output == "json":
+        if host.json:
             emit_json(plan_json(desired.plan, source))
         else:
             print_plan(desired.plan)
         return
-    with cluster_run("plan", config_path, log_file, verbose):
-        desired = prepare(config_path, strict=strict, changing=True)
+    with host.run("plan"):
+        desired = host.prepare(changing=True)
         print_warnings(desired.warnings)
-        result = plan(desired, options_from(host_key_policy, known_hosts, concurrency, verify=False))
-        if output == "json":
+        result = plan(desired, host.options(verify=False))
+        if host.json:
             doc = changes_doc(desired.config, result)
             emit_json({"changes": doc.pop("changed"), **doc})
         elif result.changed:

@@ -7,8 +7,7 @@ import click
 from rke_py.cli.options import host_command_options
 from rke_py.cli.output import console, emit_json
 from rke_py.cli.render import print_report
-from rke_py.cli.run import cluster_run, options_from
-from rke_py.deploy.desired import prepare
+from rke_py.cli.run import HostCommand
 from rke_py.deploy.status import status
 from rke_py.errors import UsageError
 from rke_py.verify.checks import require_ok
@@ -16,16 +15,14 @@ from rke_py.verify.checks import require_ok
 
 @click.command("status")
 @host_command_options
-def command(
-    config_path, strict, output, host_key_policy, known_hosts, concurrency, log_file, verbose
-) -> None:
+def command(host: HostCommand) -> None:
     """Check etcd, apiservers, every node's proxy, the leader leases and the nodes."""
-    with cluster_run("status", config_path, log_file, verbose):
-        desired = prepare(config_path, strict=strict)
+    with host.run("status"):
+        desired = host.prepare()
         if not desired.certificates_from_state:
-            raise UsageError(f"no cluster state beside {config_path}: run `rke-py up` first")
-        report = status(desired, options_from(host_key_policy, known_hosts, concurrency))
-        if output == "json":
+            raise UsageError(f"no cluster state beside {host.config_path}: run `rke-py up` first")
+        report = status(desired, host.options())
+        if host.json:
             emit_json(report.to_dict())
         else:
             print_report(console(), report)

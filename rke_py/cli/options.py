@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
+
+from rke_py.cli.run import HostCommand
+from rke_py.errors import UsageError
 
 config_option = click.option(
     "--config",
@@ -69,19 +76,67 @@ def cert_dir_for(config_path: str, cert_dir: str | None) -> Path:
     return Path(cert_dir) if cert_dir else path.parent / f"{path.stem}_certs"
 
 
-def host_command_options(fn):
-    """The options every command that connects to the hosts takes."""
-    for option in reversed(
-        (
-            config_option,
-            strict_option,
-            output_option,
-            host_key_policy_option,
-            known_hosts_option,
-            concurrency_option,
-            log_file_option,
-            verbose_option,
-        )
-    ):
-        fn = option(fn)
+# RKE's commonFlags: on every RKE command that reaches hosts
+ssh_agent_auth_option = click.option(
+    "--ssh-agent-auth",
+    is_flag=True,
+    help="Authenticate with the SSH agent at SSH_AUTH_SOCK on every host (cluster.yml's ssh_agent_auth).",
+)
+ignore_docker_version_option = click.option(
+    "--ignore-docker-version",
+    is_flag=True,
+    help="Do not refuse hosts whose Docker is older than rke-py supports (cluster.yml's key of that name).",
+)
+HOST_OPTIONS = (
+    config_option,
+    strict_option,
+    output_option,
+    host_key_policy_option,
+    known_hosts_option,
+    concurrency_option,
+    log_file_option,
+    verbose_option,
+    ssh_agent_auth_option,
+    ignore_docker_version_option,
+)
+
+
+def host_command_options(fn: Callable[..., None]) -> Callable[..., None]:
+    """The options every command that connects to the hosts takes, handed to it as one `host` argument."""
+
+    @functools.wraps(fn)
+    def command(**kwargs: Any) -> None:
+        shared = {f.name: kwargs.pop(f.name) for f in dataclasses.fields(HostCommand)}
+        fn(HostCommand(**shared), **kwargs)
+
+    for option in reversed(HOST_OPTIONS):
+        command = option(command)
+    return command
+
+
+# RKE's modes that deploy without SSH, and what rke-py offers instead
+LOCAL_MODES = {
+    "--local": "rke-py reaches every host over SSH, this machine too: list it in cluster.yml (address "
+    "127.0.0.1 and an SSH user), or start a throw-away host with `rke-py lab up --nodes 1`",
+    "--dind": "rke-py's docker-in-docker hosts are its lab: `rke-py lab up --nodes N` starts N hosts as "
+    "containers and writes their cluster.yml; `rke-py lab down --name NAME` removes them",
+}
+
+
+def _refuse(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value:
+        flag = param.opts[0]
+        raise UsageError(f"{flag} is not supported: {LOCAL_MODES[flag]}")
+
+
+def refuse_local_modes(fn: Callable[..., None]) -> Callable[..., None]:
+    """RKE's --local and --dind, accepted by the parser and refused in one line that says what to use."""
+    for flag in reversed(LOCAL_MODES):
+        fn = click.option(
+            flag,
+            is_flag=True,
+            expose_value=False,
+            callback=_refuse,
+            help="RKE's; refused, naming what to use.",
+        )(fn)
     return fn

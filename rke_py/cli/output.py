@@ -13,6 +13,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +35,26 @@ class _PrivateLog(logging.FileHandler):
         return os.fdopen(open_private(self.baseFilename, os.O_WRONLY | os.O_APPEND), "a", encoding="utf-8")
 
 
+@dataclass(frozen=True)
+class Verbosity:
+    """RKE's global flags: --debug, --quiet (errors only), --trace (also the SSH library's messages)."""
+
+    debug: bool = False
+    quiet: bool = False
+    trace: bool = False
+
+
+def verbosity() -> Verbosity:
+    """The global flags of the command line being run (set on the root context by `rke_py.cli`)."""
+    ctx = click.get_current_context(silent=True)
+    found = ctx.find_root().obj if ctx is not None else None
+    return found if isinstance(found, Verbosity) else Verbosity()
+
+
 def setup_logging(log_file: Path | None, *, verbose: bool = False) -> None:
-    """Progress to stderr (INFO), everything to the log file (DEBUG)."""
+    """Progress to stderr (INFO; DEBUG with --verbose or --debug; ERROR only with --quiet), everything to
+    the log file (DEBUG)."""
+    level = verbosity()
     quiet = logging.getLogger("paramiko")  # its probes log at ERROR; rke-py reports failures itself
     for old in quiet.handlers:
         old.close()
@@ -51,8 +70,11 @@ def setup_logging(log_file: Path | None, *, verbose: bool = False) -> None:
     else:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%Y-%m-%dT%H:%M:%S"))
-    handler.setLevel(logging.DEBUG if verbose else logging.INFO)
+    loud = verbose or level.debug or level.trace
+    handler.setLevel(logging.ERROR if level.quiet else logging.DEBUG if loud else logging.INFO)
     root.addHandler(handler)
+    if level.trace and not level.quiet:
+        quiet.addHandler(handler)
     if log_file is not None:
         log_file.parent.mkdir(parents=True, exist_ok=True)
         file_handler = _PrivateLog(log_file)
@@ -72,12 +94,16 @@ def emit_json(doc: Any) -> None:
     click.echo(json.dumps(doc, indent=2, sort_keys=False, default=str))
 
 
-def console() -> Console:
-    """Tables for stdout; wide when piped so CI logs keep whole lines instead of wrapped cells."""
-    return Console() if sys.stdout.isatty() else Console(width=200)
+def console(*, summary: bool = False) -> Console:
+    """Tables for stdout; wide when piped so CI logs keep whole lines instead of wrapped cells. A `summary`
+    of what a command changed is left out with --quiet; what a command was asked to show never is."""
+    quiet = summary and verbosity().quiet
+    return Console(quiet=quiet) if sys.stdout.isatty() else Console(width=200, quiet=quiet)
 
 
 def print_warnings(warnings) -> None:
+    if verbosity().quiet:
+        return
     for warning in warnings:
         click.echo(str(warning), err=True)
 
@@ -85,7 +111,7 @@ def print_warnings(warnings) -> None:
 @contextlib.contextmanager
 def phase_progress() -> Iterator[Callable[[Phase], None]]:
     """A spinner naming the current phase on a terminal; a plain log line per phase otherwise."""
-    if not sys.stderr.isatty():
+    if not sys.stderr.isatty() or verbosity().quiet:
         yield lambda phase: logging.getLogger(LOGGER).info("phase: %s", phase.title)
         return
     with STDERR.status("starting") as status:

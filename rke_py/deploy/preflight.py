@@ -12,17 +12,25 @@ MIN_DISK_MB = 1024
 
 
 def preflight(
-    config: ClusterConfig, node: Node, facts: HostFacts, registry: tuple[Component, ...] = REGISTRY
+    config: ClusterConfig,
+    node: Node,
+    facts: HostFacts,
+    registry: tuple[Component, ...] = REGISTRY,
+    *,
+    ignore_docker_version: bool = False,
+    check_ports: bool = True,
 ) -> HostError | None:
-    """The reasons this host cannot be changed safely, as one HostError, or None."""
+    """The reasons this host cannot be changed safely, as one HostError, or None. `ignore_docker_version`
+    and `check_ports`: RKE's --ignore-docker-version and --disable-port-check."""
     problems = []
-    if not config.ignore_docker_version and _version(facts.docker_version) < MIN_DOCKER:
+    ignore_docker_version = ignore_docker_version or bool(config.ignore_docker_version)
+    if not ignore_docker_version and _version(facts.docker_version) < MIN_DOCKER:
         problems.append(
             f"Docker {facts.docker_version or '?'} is older than {'.'.join(map(str, MIN_DOCKER))} "
-            "(set ignore_docker_version: true to try anyway)"
+            "(set ignore_docker_version: true or pass --ignore-docker-version to try anyway)"
         )
     owners = port_owners(registry)
-    for component in registry:
+    for component in registry if check_ports else ():
         if not component.runs_on(config, node):
             continue
         for port in component.ports:

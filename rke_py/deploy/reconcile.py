@@ -14,7 +14,7 @@ import time
 from rke_py.config.schema import Node
 from rke_py.deploy.actions import CleanHost, HostAction, RemoveMember
 from rke_py.deploy.facts import HostFacts
-from rke_py.errors import ApplyError
+from rke_py.errors import ApplyError, UsageError
 from rke_py.hosts.base import Docker, HostConnection
 from rke_py.plan.components import REGISTRY, Component
 from rke_py.templating import hostport
@@ -34,6 +34,31 @@ def joining_etcd_nodes(applied: list[Node], etcd_nodes: list[Node]) -> list[Node
     """etcd nodes new to a cluster that already runs etcd: they join with `member add`, as in RKE."""
     before = {n.address for n in applied if n.has("etcd")}
     return [n for n in etcd_nodes if before and n.address not in before]
+
+
+def update_only(
+    applied: list[Node], nodes: list[Node], joining: list[Node], actions: dict[str, list[HostAction]]
+) -> dict[str, list[HostAction]]:
+    """RKE's `up --update-only` on a running cluster: the hosts it already had are left as they are, only
+    hosts new to it get their containers, and hosts that left are still cleaned. On a new cluster, or when an
+    etcd node joins, every host is brought up to date (as RKE). A new controlplane host is refused: RKE
+    would give it only the worker plane, an apiserver-less controlplane node."""
+    if not applied or joining:
+        if joining:
+            log.info("--update-only: etcd hosts join, so every host is brought up to date (as RKE)")
+        return actions
+    had = {n.address for n in applied}
+    control = [n.address for n in nodes if n.address not in had and n.has("controlplane")]
+    if control:
+        raise UsageError(
+            f"--update-only deploys new worker hosts only, and {', '.join(control)} is a new controlplane "
+            "host; nothing was changed: run `up` without --update-only"
+        )
+    listed = {n.address for n in nodes}
+    kept = [a for a in had & listed if actions.get(a)]
+    if kept:
+        log.info("--update-only: left as they are: %s", ", ".join(sorted(kept)))
+    return {address: [] if address in kept else todo for address, todo in actions.items()}
 
 
 def leaving_actions(node: Node, reachable: bool) -> list[HostAction]:

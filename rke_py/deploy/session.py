@@ -7,6 +7,7 @@ API over it), or an in-memory one in tests, so everything from observe to verify
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Sequence
@@ -36,7 +37,7 @@ from rke_py.deploy.objects import identity, object_actions, prune_actions
 from rke_py.deploy.observe import observe
 from rke_py.deploy.parallel import DEFAULT_CONCURRENCY, combined, for_all, for_each
 from rke_py.deploy.pullauth import pull_auth
-from rke_py.deploy.reconcile import leaving_actions
+from rke_py.deploy.reconcile import leaving_actions, update_only
 from rke_py.deploy.targets import bastion_target, ssh_target
 from rke_py.errors import ConnectError, HostError, UnreachableError
 from rke_py.hosts.base import DockerError, HostConnection
@@ -49,6 +50,7 @@ from rke_py.pki.bundle import CA, KUBE_ADMIN
 from rke_py.pki.certs import CertKeyPair
 from rke_py.plan.common import KUBE_DIR, host_path
 from rke_py.plan.registries import registry_of
+from rke_py.state import nodes_from_rke_json
 from rke_py.templating import hostport
 from rke_py.verify.checks import Check, Report, verify
 
@@ -61,6 +63,11 @@ class Options:
     known_hosts: str | None = None  # an OpenSSH known_hosts file trusted besides the keys pinned in the state
     concurrency: int = DEFAULT_CONCURRENCY
     verify: bool = True
+    # RKE's flags of the same names
+    ssh_agent_auth: bool = False  # the agent at SSH_AUTH_SOCK for every host, whatever cluster.yml says
+    ignore_docker_version: bool = False  # as cluster.yml's key of that name
+    check_ports: bool = True  # False: --disable-port-check
+    update_only: bool = False  # --update-only: a running cluster's hosts are left as they are
 
 
 class Connector(Protocol):
@@ -85,10 +92,16 @@ class SSHConnector:
 
     def __init__(self, desired: Desired, options: Options):
         self.desired = desired
+        # --ssh-agent-auth replaces cluster.yml's ssh_agent_auth for this run, bastion included (as RKE)
+        self.config = (
+            dataclasses.replace(desired.config, ssh_agent_auth=True)
+            if options.ssh_agent_auth
+            else desired.config
+        )
         self.host_keys = HostKeyStore(desired.state.host_keys, options.known_hosts)
         self.connections = Connections(
             host_keys=self.host_keys,
-            bastion=bastion_target(desired.config),
+            bastion=bastion_target(self.config),
             policy=HostKeyPolicy(options.host_key_policy),
             docker_files=self._docker_files,
         )
@@ -106,7 +119,7 @@ class SSHConnector:
         return DockerFiles(docker, config.system_images.cert_downloader, host_path(config, KUBE_DIR), ensure)
 
     def host(self, node: Node) -> HostConnection:
-        return self.connections.host(ssh_target(node, self.desired.config), node.docker_socket)
+        return self.connections.host(ssh_target(node, self.config), node.docker_socket)
 
     def kube_api(
         self, servers: list[str], identity: tuple[CertKeyPair, CertKeyPair] | None = None
@@ -117,7 +130,7 @@ class SSHConnector:
     def _dial(self, host: str, port: int) -> paramiko.Channel:
         """A channel from the controlplane node at `host` to its own apiserver, on the node's loopback (its
         address may be a NAT's that the node cannot reach itself); TLS still checks the name `host`."""
-        return self.connections.get(ssh_target(self.controlplanes[host], self.desired.config)).open_tcp(
+        return self.connections.get(ssh_target(self.controlplanes[host], self.config)).open_tcp(
             "127.0.0.1", port
         )
 
@@ -209,6 +222,9 @@ class Session:
         for node in d.joining:
             if "etcd" not in self.targets[node.address].facts.containers:  # etcd hosts are all reachable
                 actions[node.address].insert(0, AddMember(node=node))
+        if self.options.update_only:
+            applied = nodes_from_rke_json(d.state.current.rke_config)
+            return update_only(applied, d.config.nodes, d.joining, actions)
         return actions
 
     def apiserver_running(self) -> bool:

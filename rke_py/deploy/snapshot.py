@@ -14,7 +14,7 @@ import logging
 import posixpath
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 from ruamel.yaml import YAML
@@ -32,6 +32,7 @@ from rke_py.deploy.pullauth import pull_auth
 from rke_py.deploy.session import Connector, Options, Session
 from rke_py.deploy.up import UpResult, up
 from rke_py.errors import AbortedError, ConnectError, HostError
+from rke_py.files import set_aside
 from rke_py.hosts.base import DockerError, remove_if_present
 from rke_py.kube.api import KubeAPIError
 from rke_py.pki.bundle import KUBE_ADMIN, KUBE_NODE
@@ -244,15 +245,20 @@ def restore(
     confirm: Callable[[str], bool],
     strict: bool = False,
     on_phase: Callable[[Phase], None] = lambda p: None,
+    *,
+    use_local_state: bool = False,
+    custom_certs: Path | None = None,
 ) -> Restored:
     """Restore snapshot `name` into every etcd member, then `up`. Works without the local state file (the
-    archive holds it) and onto brand-new etcd hosts (the archive from S3)."""
+    archive holds it) and onto brand-new etcd hosts (the archive from S3). RKE's flags: `use_local_state`
+    takes the cluster state from the local file instead of the snapshot's, `custom_certs` the directory of
+    the user's own certificates for the `up` that follows."""
     desired = prepare(config_path, strict=strict)
     result = Restored(name, "", "")
     with Session(desired, options) as session:
         run_phases([_ConnectAll(session)], on_phase=on_phase)
         snapshot = _fetch(session, name, target, result)
-        state = _state_for(snapshot, desired, result)
+        state = _state_for(snapshot, desired, result, use_local_state)
         # The host keys this run trusted, not those pinned when the snapshot was taken: the hosts may be new.
         state.host_keys = {**desired.state.host_keys, **session.connector.learned_host_keys()}
         etcd_hosts = [n.address for n in desired.config.hosts("etcd")]
@@ -268,7 +274,7 @@ def restore(
         desired = prepare(config_path, strict=strict)  # the certificates and keys of the snapshot
         session.desired = desired
         run_phases(_restore_phases(session, snapshot, result), on_phase=on_phase)
-    result.up = up(prepare(config_path, strict=strict), options, on_phase)
+    result.up = up(prepare(config_path, strict=strict, custom_certs=custom_certs), options, on_phase)
     return result
 
 
@@ -289,18 +295,24 @@ def _fetch(session: Session, name: str, target: s3.S3Target | None, result: Rest
     )
 
 
-def _state_for(snapshot: Snapshot, desired: Desired, result: Restored) -> ClusterState:
+def _state_for(snapshot: Snapshot, desired: Desired, result: Restored, local: bool = False) -> ClusterState:
     """The snapshot's state, with the running cluster forgotten so `up` starts every member together; the
-    local state when the snapshot has none (an archive from before the state was kept in it). The
+    local state when the snapshot has none (an archive from before the state was kept in it) or `local`
+    asks for it (RKE's --use-local-state). The
     encryption config is kept as the snapshot has it: its Secrets are stored under those keys, which the
     cluster running now may no longer have. It names the snapshot until `up` has restarted the add-ons'
     pods, so a run killed before that still restarts them."""
-    if snapshot.state is not None:
+    if snapshot.state is not None and not local:
         state = state_from_json(snapshot.state, f"the state in snapshot {snapshot.name}")
         result.state_from = "in the snapshot"
-    elif desired.state.current.rke_config:
+    elif desired.state.current.rke_config or (local and desired.state.desired.rke_config):
         state = desired.state
-        result.state_from = f"of {state_path_for(desired.config_path).name} (the snapshot holds none)"
+        why = "--use-local-state" if local else "the snapshot holds none"
+        result.state_from = f"of {state_path_for(desired.config_path).name} ({why})"
+    elif local:
+        raise SnapshotError(
+            f"--use-local-state: {state_path_for(desired.config_path)} holds no cluster to restore with"
+        )
     else:
         raise SnapshotError(
             f"snapshot {snapshot.name} holds no cluster state and there is no local one to use with it"
@@ -401,9 +413,7 @@ def get_state_file(desired: Desired, options: Options) -> tuple[Path, str]:
         raise StateError(f"{STATE_SECRET_PATH} has no {NAME} key")
     state = state_from_json(text, f"secret {NAMESPACE}/{NAME}")
     path = state_path_for(desired.config_path)
-    if path.exists():
-        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-        path.replace(path.with_name(f"{path.name}.{stamp}"))
+    set_aside(path)
     write_state(path, state)
     return path, who
 

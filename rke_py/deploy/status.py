@@ -11,6 +11,8 @@ from rke_py.deploy.desired import Desired
 from rke_py.deploy.parallel import for_each
 from rke_py.deploy.phases import Phase, run_phases
 from rke_py.deploy.session import Connector, Options, Session
+from rke_py.errors import ConnectError
+from rke_py.kube.api import KubeAPIError
 from rke_py.pki import expiry
 from rke_py.verify.checks import Check, Report
 
@@ -83,3 +85,14 @@ def status(desired: Desired, options: Options, connector: Connector | None = Non
         for e in expired
     ]
     return check.report
+
+
+def server_version(desired: Desired, options: Options, connector: Connector | None = None) -> str:
+    """The Kubernetes version the cluster's apiservers report (RKE's `rke version`), asked over the SSH
+    connection of a controlplane node like every API call."""
+    with Session(desired, options, connector) as session:
+        try:
+            return str(session.kube_api().get("/version")["gitVersion"])
+        except (KubeAPIError, KeyError, TypeError) as exc:
+            first = desired.config.hosts("controlplane")[0].address
+            raise ConnectError(first, "kube-apiserver /version", str(exc) or "no version given") from exc

@@ -169,10 +169,20 @@ class Preflight(Phase):
 
     def run(self) -> None:
         nodes = {n.address: n for n in self.r.config.nodes}
+        options = self.r.options
         failures = [
             f
             for t in self.r.session.targets.values()
-            if (f := preflight(self.r.config, nodes[t.address], t.facts, self.r.desired.registry))
+            if (
+                f := preflight(
+                    self.r.config,
+                    nodes[t.address],
+                    t.facts,
+                    self.r.desired.registry,
+                    ignore_docker_version=options.ignore_docker_version,
+                    check_ports=options.check_ports,
+                )
+            )
         ]
         if failures:
             raise PreflightError(failures)

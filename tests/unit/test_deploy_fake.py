@@ -69,8 +69,8 @@ class Cluster:
     def host(self, address: str) -> FakeHost:
         return self.world.hosts[address]
 
-    def up(self):
-        return up(self.desired(), OPTIONS, connector=FakeConnector(self.world))
+    def up(self, options: Options = OPTIONS):
+        return up(self.desired(), options, connector=FakeConnector(self.world))
 
     def plan(self):
         return plan(self.desired(), OPTIONS, connector=FakeConnector(self.world))
