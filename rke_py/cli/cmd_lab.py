@@ -110,6 +110,14 @@ def command() -> None:
     "the registry serves the suite's images and the lab writes its registry map, e2e-repo-list.yaml "
     "(env RKE_PY_E2E).",
 )
+@click.option(
+    "--rancher-images",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    envvar="RKE_PY_RANCHER_IMAGES",
+    help="A directory with the sources of Rancher's images (rke-tools, hyperkube-base, bin/; see "
+    "rke_py/lab/rancher.py): the cluster runs rancher/rke-tools, rancher/hyperkube, etcd and pause as RKE "
+    "names them, built from it and --kubernetes-binaries (env RKE_PY_RANCHER_IMAGES).",
+)
 @output_option
 @docker_errors
 def up(
@@ -122,6 +130,7 @@ def up(
     s3: bool,
     addon_binaries: Path | None,
     e2e: Path | None,
+    rancher_images: Path | None,
     output: str,
 ) -> None:
     """Create lab NAME with N hosts (or start the hosts of an existing one)."""
@@ -141,6 +150,7 @@ def up(
         s3=s3,
         addon_binaries=addon_binaries,
         e2e=e2e,
+        rancher_images=rancher_images,
     )
     if output == "json":
         emit_json(

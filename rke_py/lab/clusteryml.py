@@ -53,9 +53,14 @@ def cluster_document(lab: Lab) -> dict[str, Any]:
         "ingress": {"provider": "none"},
         "monitoring": {"provider": "metrics-server" if "metrics_server" in lab.addons else "none"},
         "private_registries": [_registry(lab)],
-        "system_images": {key: lab.images[image] for key, image in SYSTEM_IMAGES.items()}
-        | _unlisted_add_ons(lab),
+        "system_images": _system_images(lab),
     }
+
+
+def _system_images(lab: Lab) -> dict[str, str]:
+    """The lab's own images, or none when the registry serves Rancher's under KDM's names."""
+    own = {} if lab.rancher else {key: lab.images[image] for key, image in SYSTEM_IMAGES.items()}
+    return own | _unlisted_add_ons(lab)
 
 
 def _unlisted_add_ons(lab: Lab) -> dict[str, str]:

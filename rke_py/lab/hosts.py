@@ -29,7 +29,7 @@ from docker.models.containers import Container
 from rke_py.config import values
 from rke_py.errors import UsageError
 from rke_py.files import write_private_file
-from rke_py.lab import addonimages, clusteryml, images, keys, registry, subnets, testimages
+from rke_py.lab import addonimages, clusteryml, images, keys, rancher, registry, subnets, testimages
 from rke_py.lab import s3 as lab_s3
 from rke_py.lab.images import LabImage, Progress, lab_file
 from rke_py.lab.state import (
@@ -283,6 +283,7 @@ def up(
     s3: bool = False,
     addon_binaries: Path | None = None,
     e2e: Path | None = None,
+    rancher_images: Path | None = None,
 ) -> Lab:
     """Bring up (or complete) lab `name` with `nodes` hosts; return it once every host answers. With
     `binaries` (real Kubernetes server binaries and cri-dockerd) the cluster images run them. With a
@@ -290,11 +291,15 @@ def up(
     `private_registry` the cluster pulls from a registry of its own that requires a password. With `s3`
     the lab has an S3 server (moto) for etcd snapshots. With `addon_binaries` the registry serves add-on
     images built from them under their default names, and cluster.yml turns those add-ons on; with `e2e`
-    (the conformance suite) it serves the suite's images and the lab has the suite's registry map."""
+    (the conformance suite) it serves the suite's images and the lab has the suite's registry map. With
+    `rancher_images` (their sources, `rke_py.lab.rancher`) the cluster runs Rancher's own images, under
+    the names RKE gives them, instead of the lab's."""
     _check_name(name)
     if values.user(user) or user == "docker":
         raise UsageError(f"--user {user!r} is not a login name rke-py's lab can create")
     version = kubernetes_version(binaries) if binaries is not None else KUBERNETES_VERSION
+    if rancher_images is not None and (absent := rancher.missing(rancher_images, binaries)):
+        raise UsageError(f"--rancher-images {rancher_images}: missing {', '.join(absent)}")
     if not 1 <= nodes <= 200:
         raise LabError(f"--nodes {nodes}: a lab has 1 to 200 hosts")
     client = docker.from_env()
@@ -323,22 +328,26 @@ def up(
         if s3:
             lab_s3.configure(lab, str(ipaddress.IPv4Network(lab.subnet).network_address + S3_OCTET))
     progress("checking lab images")
-    names = (*images.BASE_IMAGES, "s3") if lab.s3_endpoint else images.BASE_IMAGES
-    built = images.ensure_images(client, names, progress=progress, binaries=binaries)
-    lab.images = {n: built[n].ref for n in images.CLUSTER_IMAGES}
+    lab.rancher = rancher_images is not None
+    cluster_images = () if lab.rancher else images.CLUSTER_IMAGES
+    names = tuple(n for n in images.BASE_IMAGES if n in cluster_images or n not in images.CLUSTER_IMAGES)
+    built = images.ensure_images(client, (*names, "s3") if lab.s3_endpoint else names, progress, binaries)
+    lab.images = {n: built[n].ref for n in cluster_images}
     lab.kubernetes_version = version
     reg = registry.ensure(client, built["registry"], progress)
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     pubkey = keys.ensure_key(lab.key_path, f"rke-py-lab-{name}")
     lab.save()  # from here on `lab down` can find the directory even if a step below fails
     addon_images = _addon_images(client, lab, addon_binaries, progress) if addon_binaries else {}
+    if rancher_images is not None and binaries is not None:
+        addon_images |= rancher.images(client, rancher_images, binaries, version, progress)
     test_images = _test_images(client, lab, e2e, progress) if e2e else {}
     _ensure_network(client, lab)
     registry.attach(client, lab.network, lab.registry.split(":")[0])
     progress(f"starting {nodes} host(s) on {lab.subnet}")
     with ThreadPoolExecutor(max_workers=min(nodes, 8)) as pool:
         futures = [pool.submit(_ensure_host, client, lab, host, built["host"], pubkey) for host in lab.hosts]
-        registry.push(client, reg, [built[n] for n in images.CLUSTER_IMAGES], progress)
+        registry.push(client, reg, [built[n] for n in cluster_images], progress)
         registry.publish(client, reg, addon_images | test_images, progress)
         if lab.private_registry:
             address = lab.private_registry.split(":")[0]
@@ -346,7 +355,7 @@ def up(
             private = registry.ensure_private(
                 client, built["registry"], name, address, lab.registry_user, lab.registry_password, progress
             )
-            registry.push(client, private, [built[n] for n in images.CLUSTER_IMAGES], progress, auth)
+            registry.push(client, private, [built[n] for n in cluster_images], progress, auth)
             registry.publish(client, private, addon_images, progress, auth)
         if lab.s3_endpoint:
             lab_s3.ensure(client, built["s3"], lab, progress)

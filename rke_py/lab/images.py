@@ -395,11 +395,11 @@ def build(
         client.api.import_image_from_file(
             tarball, repository=image.path, tag=image.tag, changes=changes + labels
         )
-    _prune_superseded(client, image)
+    prune_superseded(client, image)
     return image
 
 
-def _prune_superseded(client: docker.DockerClient, image: LabImage) -> None:
+def prune_superseded(client: docker.DockerClient, image: LabImage) -> None:
     """Drop all but the newest few builds of an image so edits do not pile up images. A few stay so a
     build another lab run just made is not pulled from under it; ones still in use are kept anyway."""
     builds = client.images.list(filters={"label": f"{LABEL_IMAGE}={image.name}"})
