@@ -99,6 +99,7 @@ def host_rootfs() -> tuple[Rootfs, list[str]]:
         "/usr/sbin/runc",
         "/usr/bin/docker",
         "/usr/bin/docker-init",
+        "/usr/sbin/docker-proxy",  # published ports (RKE's port checks)
         "/usr/bin/curl",  # what a host has to ask its nginx-proxy (the tests' availability probe)
         "/usr/sbin/dnsmasq",  # the name server on the host's own address (host-init.sh)
     ):
@@ -115,6 +116,7 @@ def host_rootfs() -> tuple[Rootfs, list[str]]:
     r.file("/etc/rke-py-lab/10-lab.conflist", data=lab_file("cni-bridge.conflist"))
     for plugin in CNI_PLUGINS:
         r.binary(f"{CNI_DIR}/{plugin}")
+    iptables(r)  # dockerd's bridge network and published ports, as on any Docker host (RKE's port checks)
     r.dir("/root/.ssh", 0o700)
     r.dir("/var/empty", 0o755)
     r.dir("/var/lib/docker", 0o710)

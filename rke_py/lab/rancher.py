@@ -9,8 +9,9 @@ Debian's packages (debootstrap) where those Dockerfiles install Alpine's or Ubun
     DIR/hyperkube-base/  rancher/hyperkube-base at the release rancher/hyperkube builds on, with
                          scripts/iptables-wrapper-installer.sh (kubernetes-sigs/iptables-wrappers v2), which
                          its Makefile downloads
-    DIR/bin/             confd, rke-etcd-backup, nginx (stream module built in, as the nginx image's), etcd,
-                         etcdctl, etcdutl and pause, built from their sources
+    DIR/bin/             confd, rke-etcd-backup, nginx (stream module built in, as the nginx image's),
+                         busybox (static, with the netcat of Alpine's, -k and -z), etcd, etcdctl, etcdutl
+                         and pause, built from their sources
 
 with kube-*, kubectl and cri-dockerd from --kubernetes-binaries. The lab registry serves them under KDM's
 names for the cluster's version, so the lab's cluster.yml names no system image, as an air-gapped site's.
@@ -28,6 +29,7 @@ from pathlib import Path
 
 import docker
 
+from rke_py.config import kdm
 from rke_py.lab import addonimages
 from rke_py.lab.images import (
     CNI_DIR,
@@ -57,7 +59,7 @@ HYPERKUBE_PACKAGES = (
 )
 # What rke-tools' Dockerfile adds to nginx:alpine (bash, curl, wget, ca-certificates, tar, sysstat, acl).
 RKE_TOOLS_PACKAGES = ("bash", "curl", "wget", "ca-certificates", "tar", "sysstat", "acl")
-RANCHER_BINARIES = ("confd", "rke-etcd-backup", "nginx", "etcd", "etcdctl", "etcdutl", "pause")
+RANCHER_BINARIES = ("confd", "rke-etcd-backup", "nginx", "busybox", "etcd", "etcdctl", "etcdutl", "pause")
 RKE_TOOLS_FILES = (
     "entrypoint.sh",
     "cloud-provider.sh",
@@ -96,6 +98,7 @@ def images(
 ) -> dict[str, LabImage]:
     """Build Rancher's images for Kubernetes `version`; return them by the names KDM gives them."""
     names = {image: addonimages.published_names(version, keys) for image, keys in SERVES.items()}
+    names["rke-tools"] = sorted({*names["rke-tools"], *snapshot_tools(version)})
     etcd_tag = names["etcd"][0].rsplit(":", 1)[1].lstrip("v")
     _check_version(rancher / "bin" / "etcd", etcd_tag)
     built = {
@@ -105,6 +108,18 @@ def images(
         "pause": build(client, "rancher-pause", lambda: _pause(rancher / "bin"), progress),
     }
     return {name: built[image] for image, published in names.items() for name in published}
+
+
+def snapshot_tools(version: str) -> list[str]:
+    """The rke-tools names RKE runs its etcd snapshot containers on: the `alpine` of its default version
+    (`util.GetDefaultRKETools`), which is the newest patch of the line for RKE 1.5 and the default of the
+    data rke-py carries. The lab serves the one rke-tools it builds under these too: between v0.1.96 and
+    v0.1.103 rke-etcd-backup's source (main.go) is the same, only the bundled tools' versions differ."""
+    minor = kdm.version_key(version)[:2]
+    newest = max((v for v in kdm.versions() if kdm.version_key(v)[:2] == minor), key=kdm.version_key)
+    return addonimages.published_names(newest, ("alpine",)) + addonimages.published_names(
+        kdm.DEFAULT_K8S_VERSION, ("alpine",)
+    )
 
 
 def _check_version(etcd: Path, wanted: str) -> None:
@@ -137,10 +152,12 @@ def _pause(bindir: Path) -> tuple[Rootfs, list[str]]:
 
 
 def rke_tools(client: docker.DockerClient, rancher: Path, binaries: Path, progress: Progress) -> LabImage:
-    """rke-tools' package/Dockerfile, step for step, on Debian instead of nginx:alpine."""
+    """rke-tools' package/Dockerfile, step for step, on Debian instead of nginx:alpine; Alpine's busybox
+    gives that image its `nc` (RKE's port checks run `nc -kl` and `nc -z` in it), here busybox does too."""
     tools, bindir = rancher / "rke-tools", rancher / "bin"
     files = {
         "nginx": bindir / "nginx",
+        "busybox": bindir / "busybox",
         "confd": bindir / "confd",
         "docker": Path("/usr/bin/docker"),  # Debian's docker.io 20.10.24, DOCKER_VERSION of the Dockerfile
         "cri-dockerd": binaries / "cri-dockerd",
@@ -155,6 +172,8 @@ RUN rm -f /bin/sh && ln -s /bin/bash /bin/sh
 RUN mkdir -p /opt/rke-tools/bin /etc/confd /opt/cni/bin /var/log/nginx /var/cache/nginx \\
     && useradd --system --no-create-home --home-dir /nonexistent --shell /sbin/nologin nginx
 COPY nginx /usr/sbin/nginx
+COPY busybox /bin/busybox
+RUN ln -s /bin/busybox /usr/bin/nc
 COPY confd /usr/bin/confd
 COPY docker cri-dockerd /opt/rke-tools/bin/
 COPY kubectl /usr/local/bin/kubectl

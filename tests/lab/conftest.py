@@ -51,6 +51,13 @@ def kube_binaries() -> Path | None:
     return Path(value) if value else None
 
 
+def cluster_images() -> dict[str, Path | None]:
+    """What the lab builds the cluster's images from, as `hosts.up` takes it: real Kubernetes binaries,
+    and with RKE_PY_RANCHER_IMAGES Rancher's own images instead of the lab's; neither: the stand-ins."""
+    rancher = os.environ.get("RKE_PY_RANCHER_IMAGES")
+    return {"binaries": kube_binaries(), "rancher_images": Path(rancher) if rancher else None}
+
+
 def docker_available() -> bool:
     try:
         return bool(docker.from_env().ping())
@@ -69,7 +76,7 @@ def lab_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[
         if nodes not in made:
             name = owned_lab_name(f"n{nodes}")
             directory = tmp_path_factory.mktemp("labs") / name
-            made[nodes] = hosts.up(name, nodes, str(directory), binaries=kube_binaries())
+            made[nodes] = hosts.up(name, nodes, str(directory), **cluster_images())
         return made[nodes]
 
     yield make

@@ -18,7 +18,7 @@ from ruamel.yaml import YAML
 
 from rke_py.lab import clusteryml, hosts
 from rke_py.lab.state import Lab
-from tests.lab.conftest import kube_binaries, owned_lab_name
+from tests.lab.conftest import cluster_images, owned_lab_name
 
 
 @dataclass
@@ -37,7 +37,7 @@ def own_lab(tmp_path_factory, suffix: str, nodes: int, **options: Any) -> Iterat
     to `hosts.up` (user, private_registry)."""
     name = owned_lab_name(suffix)
     directory = str(tmp_path_factory.mktemp("labs") / name)
-    made = hosts.up(name, nodes, directory, binaries=kube_binaries(), **options)
+    made = hosts.up(name, nodes, directory, **cluster_images(), **options)
     try:
         yield made
     finally:

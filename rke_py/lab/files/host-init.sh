@@ -82,6 +82,14 @@ lab_network() {
         sed "s#@SUBNET@#$subnet#" /etc/rke-py-lab/10-lab.conflist >/etc/cni/net.d/10-lab.conflist.tmp &&
             mv /etc/cni/net.d/10-lab.conflist.tmp /etc/cni/net.d/10-lab.conflist &&
             log "pod network: CNI config for $subnet written"
+        # Docker's bridge sets the FORWARD policy to DROP: pods' traffic is let through, as flannel does
+        # for its network.
+        awk '{print $1}' /etc/rke-py-lab/network | while read -r net; do
+            for dir in -s -d; do
+                iptables -C FORWARD "$dir" "$net" -j ACCEPT 2>/dev/null ||
+                    iptables -I FORWARD 1 "$dir" "$net" -j ACCEPT
+            done
+        done
     fi
     tail -n +2 /etc/rke-py-lab/network | while read -r dst via; do
         ip route replace "$dst" via "$via" 2>/dev/null
