@@ -172,6 +172,7 @@ class KubeAPIService(BaseService):
     service_cluster_ip_range: str = ""
     service_node_port_range: str = ""
     pod_security_configuration: str = ""
+    pod_security_policy: bool = False  # RKE's; PodSecurityPolicy is gone from every version rke-py runs
     always_pull_images: bool = False
     secrets_encryption_config: dict[str, Any] | None = None
     audit_log: dict[str, Any] | None = None

@@ -150,12 +150,29 @@ def _authorization(config: ClusterConfig, findings: Findings) -> None:
     if mode not in AUTHZ_MODES:
         hint = "use rbac or none" + did_you_mean(mode, AUTHZ_MODES)
         findings.error(("authorization", "mode"), f'authorization mode "{mode}" is not supported', hint)
-    pss = config.services.kube_api.pod_security_configuration
+    api = config.services.kube_api
+    pss = api.pod_security_configuration
     if pss not in POD_SECURITY:
         findings.error(
             ("services", "kube-api", "pod_security_configuration"),
             f'pod_security_configuration "{pss}" is not supported',
             "use privileged or restricted",
+        )
+    if mode == "none" and "admission-control-config-file" not in api.extra_args:
+        findings.error(
+            ("authorization", "mode"),
+            f'authorization mode "{mode}" leaves Pod Security admission without RBAC, which RKE refuses '
+            "(it turns Pod Security admission on for every Kubernetes version rke-py runs)",
+            "use mode rbac, or give the apiserver your own admission-control-config-file in "
+            "services.kube-api.extra_args",
+        )
+    if api.pod_security_policy:
+        findings.error(
+            ("services", "kube-api", "pod_security_policy"),
+            "PodSecurityPolicy was removed in Kubernetes v1.25; RKE refuses pod_security_policy: true from "
+            "then on",
+            "remove the key: Pod Security admission replaces it "
+            "(services.kube-api.pod_security_configuration: privileged or restricted)",
         )
 
 

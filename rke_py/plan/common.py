@@ -11,8 +11,10 @@ import io
 import posixpath
 import re
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ruamel.yaml import YAML
+from ruamel.yaml.emitter import Emitter
 
 from rke_py.config.schema import BaseService, ClusterConfig, Node
 from rke_py.pki.paths import cert_path, key_path, kubeconfig_path
@@ -111,11 +113,23 @@ def kubeconfig_file(config: ClusterConfig, name: str) -> str:
     return kubeconfig_path(name, config.prefix_path or "/")
 
 
-def to_yaml(data: object) -> bytes:
-    """Block-style YAML for the configuration files rke-py writes (keys in the order given)."""
+class _GoEmitter(Emitter):
+    """Quotes a string that needs quotes in double quotes, as go-yaml does, never in single ones."""
+
+    def choose_scalar_style(self) -> Any:
+        style = super().choose_scalar_style()
+        return '"' if style == "'" else style
+
+
+def to_yaml(data: object, *, go: bool = False) -> bytes:
+    """Block-style YAML for the configuration files rke-py writes, keys in the order given; with `go`, as
+    RKE writes a Kubernetes object (sigs.k8s.io/yaml: keys sorted, go-yaml's quotes), byte for byte, so the
+    checksums RKE puts into a container's env come out the same."""
     yaml = YAML(typ="safe", pure=True)
     yaml.default_flow_style = False
-    yaml.sort_base_mapping_type_on_output = False  # type: ignore[assignment]  # typed None in ruamel
+    yaml.sort_base_mapping_type_on_output = go  # type: ignore[assignment]  # typed None in ruamel
+    if go:
+        yaml.Emitter = _GoEmitter
     out = io.StringIO()
     yaml.dump(data, out)
     return out.getvalue().encode()

@@ -54,6 +54,11 @@ def flags(config: ClusterConfig, node: Node, joined: bool = False) -> dict[str, 
     }
 
 
+# `docker info` Architecture, which RKE puts into etcd's env; unknown offline, so the common one (as the
+# kubelet's DOCKER_ROOT): on an arm64 host RKE writes arm64 there, and rke-py's etcd differs by that.
+ARCHITECTURE = "x86_64"
+
+
 def etcdctl_env(node: Node) -> list[str]:
     """So `docker exec etcd etcdctl ...` works without flags, as on an RKE node."""
     cert = etcd_cert_name(node)
@@ -65,6 +70,7 @@ def etcdctl_env(node: Node) -> list[str]:
         f"ETCDCTL_CERT={cert_path(cert)}",
         f"ETCDCTL_KEY={key_path(cert)}",
         f"ETCDCTL_ENDPOINTS=https://{hostport(endpoint, 2379)}",
+        f"ETCD_UNSUPPORTED_ARCH={ARCHITECTURE}",  # RKE's, from `docker info`; etcd reads it off amd64/arm64
     ]
 
 

@@ -80,7 +80,7 @@ def pod_security(config: ClusterConfig) -> dict[str, Any]:
         "apiVersion": f"pod-security.admission.config.k8s.io/{version}",
         "kind": "PodSecurityConfiguration",
         "defaults": defaults,
-        "exemptions": {"usernames": [], "runtimeClasses": [], "namespaces": namespaces},
+        "exemptions": {"namespaces": namespaces} if namespaces else {},  # Go leaves empty lists out
     }
 
 
@@ -96,10 +96,16 @@ def admission_config(config: ClusterConfig) -> dict[str, Any] | None:
         "apiVersion": "apiserver.config.k8s.io/v1",
         "kind": "AdmissionConfiguration",
         "plugins": [
-            {"name": "EventRateLimit", "configuration": event_rate_limit},
-            {"name": "PodSecurity", "configuration": pod_security(config)},
+            {"name": "EventRateLimit", "path": "", "configuration": event_rate_limit},
+            {"name": "PodSecurity", "path": "", "configuration": pod_security(config)},
         ],
     }
+
+
+def audit_policy(audit: dict[str, Any]) -> dict[str, Any]:
+    """The audit policy as RKE writes it (an auditv1.Policy: its metadata is always there)."""
+    policy = audit["policy"]
+    return {**policy, "metadata": {"creationTimestamp": None, **(policy.get("metadata") or {})}}
 
 
 def files(config: ClusterConfig) -> list[FileSpec]:
@@ -107,10 +113,10 @@ def files(config: ClusterConfig) -> list[FileSpec]:
     out = []
     admission = admission_config(config)
     if admission is not None:
-        out.append(FileSpec(host_path(config, ADMISSION_FILE), to_yaml(admission)))
+        out.append(FileSpec(host_path(config, ADMISSION_FILE), to_yaml(admission, go=True)))
     audit = audit_config(config)
     if audit is not None:
-        out.append(FileSpec(host_path(config, AUDIT_POLICY_FILE), to_yaml(audit["policy"])))
+        out.append(FileSpec(host_path(config, AUDIT_POLICY_FILE), to_yaml(audit_policy(audit), go=True)))
     return [*out, *encryption.files(config)]
 
 

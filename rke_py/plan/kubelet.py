@@ -37,8 +37,13 @@ def role_taints(node: Node) -> list[tuple[str, str]]:
 
 
 def taints(node: Node) -> str:
-    """The role taints as the kubelet's --register-with-taints value."""
-    return ",".join(f"{key}=true:{effect}" for key, effect in role_taints(node))
+    """The kubelet's --register-with-taints, as RKE gives it: the controlplane taint on a controlplane node
+    without the worker role, nothing else; the etcd taint is set on the Node with the labels (nodesync)."""
+    return (
+        "node-role.kubernetes.io/controlplane=true:NoSchedule"
+        if node.has("controlplane") and not node.has("worker")
+        else ""
+    )
 
 
 def node_local_dns(config: ClusterConfig) -> str:

@@ -43,16 +43,19 @@ def registry_auth(config: ClusterConfig) -> dict[str, dict[str, str]]:
 
 
 def kubelet_docker_config(config: ClusterConfig) -> str:
-    """RKE's RKE_KUBELET_DOCKER_CONFIG: a Docker config.json with every registry's credentials, base64
-    encoded; rke-tools' entrypoint writes it where the kubelet looks (`/var/lib/kubelet/config.json`).
-    Empty when no registry has credentials."""
+    """RKE's RKE_KUBELET_DOCKER_CONFIG (`docker.GetKubeletDockerConfig`): a Docker config.json with every
+    private registry, credentials or not (an empty `user:password` then), base64 encoded, byte for byte as
+    Go's json.Marshal writes it, so the kubelet's env is RKE's; rke-tools' entrypoint writes it where the
+    kubelet looks (`/var/lib/kubelet/config.json`). Empty when cluster.yml lists no registry."""
     auths = {
-        host: {"auth": base64.b64encode(f"{cred['username']}:{cred['password']}".encode()).decode()}
-        for host, cred in registry_auth(config).items()
+        r.url: {"auth": base64.b64encode(f"{r.user}:{r.password}".encode()).decode()}
+        for r in config.private_registries
+        if r.ecr_credential_plugin is None
     }
-    # RKE's GetKubeletDockerConfig: an ECR registry is left to Docker's ecr-login credential helper
+    # An ECR registry is left to Docker's ecr-login credential helper.
     helpers = {r.url: "ecr-login" for r in config.private_registries if r.ecr_credential_plugin is not None}
     document = {key: value for key, value in (("auths", auths), ("credHelpers", helpers)) if value}
     if not document:
         return ""
-    return base64.b64encode(json.dumps(document, sort_keys=True).encode()).decode()
+    text = json.dumps(document, sort_keys=True, separators=(",", ":"))
+    return base64.b64encode(text.encode()).decode()

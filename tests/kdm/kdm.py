@@ -28,6 +28,10 @@ _RKE_KDM_IMPORT = '"github.com/rancher/rke/types/kdm"'
 _MODULE = "rke-py.local/kdm-renderer"
 Obj = dict[str, Any]
 CLUSTER_SCOPED = ("IngressClass",)  # the kinds a KDM template gives a namespace they cannot have
+# Without RBAC, RKE (and rke-py) need the apiserver's own admission config: Pod Security admission needs RBAC.
+OWN_ADMISSION = (
+    "services: {kube-api: {extra_args: {admission-control-config-file: /etc/kubernetes/own.yaml}}}\n"
+)
 
 
 def _templates_dir() -> Path:

@@ -22,7 +22,7 @@ CLUSTERS = {
     "none_mode": "ingress: {network_mode: none, extra_args: {http-port: '8081', https-port: '8444'}}\n",
     "blank_strategy": "ingress: {update_strategy: {rollingUpdate: {maxUnavailable: 2}}}\n",
     "on_delete": "ingress: {update_strategy: {strategy: OnDelete}}\n",
-    "no_rbac": "authorization: {mode: none}\ningress: {default_backend: true}\n",
+    "no_rbac": "authorization: {mode: none}\n" + kdm.OWN_ADMISSION + "ingress: {default_backend: true}\n",
     "everything": """
 ingress:
   provider: nginx

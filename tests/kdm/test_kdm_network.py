@@ -31,7 +31,9 @@ network:
     kube_flannel_priority_class_name: network-high
   node_selector: {network: "yes"}
   update_strategy: {strategy: RollingUpdate, rollingUpdate: {maxUnavailable: 3}}
-services: {kube-controller: {cluster_cidr: 10.50.0.0/16}}
+services:
+  kube-controller: {cluster_cidr: 10.50.0.0/16}
+  kube-api: {extra_args: {admission-control-config-file: /etc/kubernetes/own.yaml}}
 """,
     "flannel_on_delete": "network: {plugin: flannel, update_strategy: {strategy: OnDelete}}\n",
     "canal_defaults": "",
@@ -48,7 +50,9 @@ network:
   tolerations: [{key: dedicated, operator: Equal, value: network, effect: NoSchedule}]
   update_strategy: {strategy: RollingUpdate, rollingUpdate: {maxUnavailable: 3}}
 """,
-    "canal_without_rbac": "authorization: {mode: none}\nnetwork: {update_strategy: {strategy: OnDelete}}\n",
+    "canal_without_rbac": "authorization: {mode: none}\n"
+    + kdm.OWN_ADMISSION
+    + "network: {update_strategy: {strategy: OnDelete}}\n",
     "calico_defaults": "network: {plugin: calico}\n",
     "calico_everything": """
 network:
@@ -68,7 +72,9 @@ services:
   kube-controller:
     cluster_cidr: 10.42.0.0/16,fd00:42::/56
     service_cluster_ip_range: 10.43.0.0/16,fd00:43::/112
-  kube-api: {service_cluster_ip_range: "10.43.0.0/16,fd00:43::/112"}
+  kube-api:
+    service_cluster_ip_range: "10.43.0.0/16,fd00:43::/112"
+    extra_args: {admission-control-config-file: /etc/kubernetes/own.yaml}
 """,
 }
 KUBE_NODE = "/etc/kubernetes/ssl/kube-node"  # RKE's pki paths of the node identity canal and calico use

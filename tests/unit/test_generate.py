@@ -18,7 +18,7 @@ from rke_py.config.generate import (
     write_config_file,
     yaml_scalar,
 )
-from rke_py.errors import UsageError
+from rke_py.errors import ConfigError, UsageError
 
 ALL = ["etcd", "controlplane", "worker"]
 RKE_HEADER = (
@@ -120,7 +120,6 @@ def test_cluster_settings_are_written():
         cluster_cidr="10.244.0.0/16",
         cluster_dns_server="10.96.0.10",
         cluster_domain="lab.local",
-        authorization_mode="none",
     )
     config = load_text(text).config
     assert config.network.plugin == "flannel"
@@ -129,7 +128,18 @@ def test_cluster_settings_are_written():
     assert config.services.kube_controller.cluster_cidr == "10.244.0.0/16"
     assert config.services.kubelet.cluster_dns_server == "10.96.0.10"
     assert config.services.kubelet.cluster_domain == "lab.local"
-    assert config.authorization.mode == "none"
+    assert config.authorization.mode == "rbac"
+
+
+def test_authorization_none_is_written_and_refused_as_rke_refuses_it():
+    """RKE turns Pod Security admission on for every version rke-py runs and then refuses a cluster
+    without RBAC; the file says which line and what to do instead."""
+    text = render_cluster_yml([NodeInput("10.0.0.1", ALL)], authorization_mode="none")
+    with pytest.raises(ConfigError) as refused:
+        load_text(text)
+    (problem,) = refused.value.problems
+    assert text.splitlines()[problem.line - 1].strip() == "mode: none"
+    assert "without RBAC, which RKE refuses" in problem.message and "use mode rbac" in problem.hint
 
 
 def test_every_section_is_explained_by_a_comment():

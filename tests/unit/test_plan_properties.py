@@ -288,14 +288,14 @@ def test_the_health_check_does_not_enter_the_hash() -> None:
         (["worker"], ""),
         (["etcd", "controlplane", "worker"], ""),
         (["controlplane"], "node-role.kubernetes.io/controlplane=true:NoSchedule"),
-        (["etcd"], "node-role.kubernetes.io/etcd=true:NoExecute"),
-        (
-            ["etcd", "controlplane"],
-            "node-role.kubernetes.io/controlplane=true:NoSchedule,node-role.kubernetes.io/etcd=true:NoExecute",
-        ),
+        (["etcd"], ""),
+        (["etcd", "controlplane"], "node-role.kubernetes.io/controlplane=true:NoSchedule"),
     ],
 )
-def test_nodes_without_the_worker_role_register_with_role_taints(roles: list[str], expected: str) -> None:
+def test_controlplane_nodes_without_the_worker_role_register_with_rkes_taint(
+    roles: list[str], expected: str
+) -> None:
+    """RKE's BuildKubeletProcess: the controlplane taint alone; the etcd taint is set with the labels."""
     assert kubelet.taints(Node(address="10.0.0.1", role=roles)) == expected
 
 
@@ -303,10 +303,12 @@ def test_nodes_without_the_worker_role_register_with_role_taints(roles: list[str
 def test_kubelet_taint_flag_follows_the_roles(name: str) -> None:
     for node in plan_of(name).nodes:
         flags = [a for a in container(node, "kubelet").entrypoint if a.startswith("--register-with-taints=")]
-        assert flags == ([] if "worker" in node.roles else [flags[0]])
-        if "worker" not in node.roles:
-            assert ("controlplane=true:NoSchedule" in flags[0]) == ("controlplane" in node.roles)
-            assert ("etcd=true:NoExecute" in flags[0]) == ("etcd" in node.roles)
+        registers = "controlplane" in node.roles and "worker" not in node.roles
+        assert flags == (
+            ["--register-with-taints=node-role.kubernetes.io/controlplane=true:NoSchedule"]
+            if registers
+            else []
+        )
 
 
 def test_kubelet_has_no_node_labels_flag() -> None:

@@ -35,10 +35,15 @@ def test_the_kubelet_gets_every_registrys_credentials_as_a_docker_config_in_its_
     assert not any("secret" in word or env["RKE_KUBELET_DOCKER_CONFIG"] in word for word in argv)
 
 
-def test_registries_without_credentials_give_the_kubelet_nothing():
+def test_a_registry_without_credentials_is_in_the_kubelets_docker_config_as_rke_writes_it():
+    """RKE's GetKubeletDockerConfig lists every registry, an empty `user:password` when it has none, in
+    Go's compact JSON: the same bytes keep an RKE-built kubelet's environment, and the kubelet, as it is."""
     config = load(REGISTRY).config
     for registry in config.private_registries:
         registry.user = registry.password = ""
+    written = base64.b64decode(env_of(config)["RKE_KUBELET_DOCKER_CONFIG"])
+    assert written == b'{"auths":{"registry.example.com:5000":{"auth":"Og=="}}}'
+    config.private_registries = []
     assert kubelet_docker_config(config) == ""
     assert "RKE_KUBELET_DOCKER_CONFIG" not in env_of(config)
 
