@@ -17,6 +17,7 @@ OUTSIDE_INPUTS = {
     "real_kubernetes": "RKE_PY_KUBE_BINARIES",
     "real_addons": "RKE_PY_ADDON_BINARIES",
     "kdm": "RKE_PY_KDM",
+    "rke": "RKE_PY_RKE",
     "vagrant_vms": "RKE_PY_VAGRANT_BOX",
 }
 

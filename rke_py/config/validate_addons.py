@@ -58,6 +58,14 @@ def network_plugin(config: ClusterConfig, findings: Findings) -> None:
         findings.error(path, f'unknown network plugin "{plugin}"', hint)
     if plugin == "flannel" and config.network.mtu:
         findings.error(("network", "mtu"), "network.mtu cannot be set with the flannel plugin", "remove mtu")
+    services = config.services
+    ranges = (services.kube_api.service_cluster_ip_range, services.kube_controller.cluster_cidr)
+    if plugin in NETWORK_PLUGINS and plugin != "calico" and any("," in r for r in ranges):
+        findings.error(
+            path,
+            f"the {plugin} network plugin does not support IPv6: RKE refuses dual-stack ranges with it",
+            "use the calico plugin for dual-stack, or one IPv4 range for the services and the pods",
+        )
     if plugin == "flannel" and config.network.tolerations:
         findings.warning(
             ("network", "tolerations"),

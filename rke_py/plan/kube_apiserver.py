@@ -103,9 +103,20 @@ def admission_config(config: ClusterConfig) -> dict[str, Any] | None:
 
 
 def audit_policy(audit: dict[str, Any]) -> dict[str, Any]:
-    """The audit policy as RKE writes it (an auditv1.Policy: its metadata is always there)."""
-    policy = audit["policy"]
+    """The audit policy as RKE writes it, an auditv1.Policy: empty fields left out (every field of a rule
+    is `omitempty`), its metadata always there."""
+    policy = omit_empty(audit["policy"])
     return {**policy, "metadata": {"creationTimestamp": None, **(policy.get("metadata") or {})}}
+
+
+def omit_empty(value: Any) -> Any:
+    """`value` without empty strings, lists and maps, at any depth, as Go's `omitempty` writes them."""
+    if isinstance(value, dict):
+        kept = {k: omit_empty(v) for k, v in value.items()}
+        return {k: v for k, v in kept.items() if v not in ("", [], {}, None)}
+    if isinstance(value, list):
+        return [omit_empty(v) for v in value]
+    return value
 
 
 def files(config: ClusterConfig) -> list[FileSpec]:
