@@ -59,12 +59,17 @@ def network_plugin(config: ClusterConfig, findings: Findings) -> None:
     if plugin == "flannel" and config.network.mtu:
         findings.error(("network", "mtu"), "network.mtu cannot be set with the flannel plugin", "remove mtu")
     services = config.services
-    ranges = (services.kube_api.service_cluster_ip_range, services.kube_controller.cluster_cidr)
-    if plugin in NETWORK_PLUGINS and plugin != "calico" and any("," in r for r in ranges):
+    ranges = {
+        ("services", "kube-api", "service_cluster_ip_range"): services.kube_api.service_cluster_ip_range,
+        ("services", "kube-controller", "cluster_cidr"): services.kube_controller.cluster_cidr,
+    }
+    dual = [where for where, value in ranges.items() if _dual_stack(value)]
+    if plugin in NETWORK_PLUGINS and plugin != "calico" and dual:
         findings.error(
-            path,
-            f"the {plugin} network plugin does not support IPv6: RKE refuses dual-stack ranges with it",
-            "use the calico plugin for dual-stack, or one IPv4 range for the services and the pods",
+            dual[0],
+            f"dual-stack ranges need the calico network plugin: RKE refuses them with {plugin}, which does "
+            "not support IPv6",
+            "set network.plugin: calico, or give one IPv4 range",
         )
     if plugin == "flannel" and config.network.tolerations:
         findings.warning(
@@ -324,3 +329,12 @@ def user_addons(config: ClusterConfig, findings: Findings) -> None:
             findings.error(path, f'"{excerpt(entry)}" is neither a file nor an http(s) URL', "")
         elif not entry.strip():
             findings.error(path, "an empty addons_include entry", "remove it")
+
+
+def _dual_stack(ranges: str) -> bool:
+    """Whether `ranges` is an IPv4 and an IPv6 range (what is malformed is reported where ranges are)."""
+    try:
+        versions = [ipaddress.ip_network(part.strip(), strict=False).version for part in ranges.split(",")]
+    except ValueError:
+        return False
+    return sorted(versions) == [4, 6]

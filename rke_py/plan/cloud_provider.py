@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rke_py.config.schema import ClusterConfig
-from rke_py.plan.common import host_path
+from rke_py.plan.common import deployed, host_path
 from rke_py.plan.model import FileSpec
 
 CONFIG_FILE = "/etc/kubernetes/cloud-config"
@@ -259,7 +259,7 @@ def files(config: ClusterConfig) -> list[FileSpec]:
     chosen = provider(config)
     if chosen is None:
         return []
-    return [FileSpec(host_path(config, CONFIG_FILE), chosen.config.encode(), secret=True)]
+    return [FileSpec(host_path(config, CONFIG_FILE), deployed(chosen.config), secret=True)]
 
 
 def flags(config: ClusterConfig) -> dict[str, str]:

@@ -135,6 +135,13 @@ def to_yaml(data: object, *, go: bool = False) -> bytes:
     return out.getvalue().encode()
 
 
+def deployed(content: str | bytes) -> bytes:
+    """A configuration file as RKE's file-deployer leaves it on a host (`echo -e "$CONTENT" > file`): one
+    more newline at the end. (echo -e also reads backslash escapes in the content; rke-py writes them as
+    they are, so a backslash in a cloud config stays a backslash.)"""
+    return (content.encode() if isinstance(content, str) else content) + b"\n"
+
+
 def k8s_minor(config: ClusterConfig) -> int:
     """The Kubernetes minor version (`v1.30.4-rancher1-1` → 30); 0 when unknown."""
     match = re.match(r"v?1\.(\d+)", config.kubernetes_version)

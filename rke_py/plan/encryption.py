@@ -13,7 +13,7 @@ from ruamel.yaml import YAML
 from rke_py.config.findings import Findings
 from rke_py.config.schema import ClusterConfig
 from rke_py.errors import Problem
-from rke_py.plan.common import host_path, to_yaml
+from rke_py.plan.common import deployed, host_path, to_yaml
 from rke_py.plan.model import FileSpec
 
 PATH = "/etc/kubernetes/ssl/encryption.yaml"  # RKE's EncryptionProviderFilePath
@@ -153,7 +153,7 @@ def rotation_problems(config: ClusterConfig, running: str, source: str) -> list[
 def files(config: ClusterConfig) -> list[FileSpec]:
     if config.encryption_provider is None:
         return []
-    return [FileSpec(host_path(config, PATH), config.encryption_provider.encode(), 0o600, secret=True)]
+    return [FileSpec(host_path(config, PATH), deployed(config.encryption_provider), 0o600, secret=True)]
 
 
 def flags(config: ClusterConfig) -> dict[str, str]:

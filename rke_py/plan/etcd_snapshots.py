@@ -7,7 +7,9 @@ RKE's command line (`RunEtcdSnapshotSave`). The S3 keys go in its environment, b
 from __future__ import annotations
 
 import base64
+import re
 
+from rke_py.config import kdm
 from rke_py.config.schema import ClusterConfig, Node
 from rke_py.pki.bundle import KUBE_NODE
 from rke_py.pki.paths import cert_path, key_path
@@ -16,9 +18,22 @@ from rke_py.plan.model import S3_KEY_ENV, ContainerSpec
 from rke_py.templating import hostport
 
 NAME = "etcd-rolling-snapshots"
-SNAPSHOT_DIR = "/opt/rke/etcd-snapshots"  # RKE's, under prefix_path; mounted at /backup
+SNAPSHOT_DIR = "/opt/rke/etcd-snapshots"  # RKE's EtcdSnapshotPath, whatever prefix_path says; at /backup
 BACKUP = "/backup"
 TOOL = "/opt/rke-tools/rke-etcd-backup"
+RKE_TOOLS = re.compile(r"(?P<name>.*rancher/rke-tools):[^/:]+")
+
+
+def tools_image(config: ClusterConfig) -> str:
+    """The image RKE runs its snapshot containers on (`util.GetDefaultRKETools`): the `alpine` image, with
+    the tag of the default Kubernetes version's rke-tools when it is rancher/rke-tools."""
+    image = config.system_images.alpine
+    defaults = kdm.system_images(kdm.DEFAULT_K8S_VERSION)
+    default = defaults["alpine"] if defaults else ""
+    match = RKE_TOOLS.fullmatch(image)
+    if match is None or ":" not in default:
+        return image
+    return f"{match['name']}:{default.rpartition(':')[2]}"
 
 
 def enabled(config: ClusterConfig) -> bool:
@@ -57,17 +72,14 @@ def container(config: ClusterConfig, node: Node) -> ContainerSpec:
                 command.append(f"--s3-endpoint-ca={base64.b64encode(s3.custom_ca.encode()).decode()}")
             if s3.folder:
                 command.append(f"--s3-folder={s3.folder}")
-            for name, value in zip(S3_KEY_ENV, (s3.access_key, s3.secret_key), strict=True):
-                if value:
+            if s3.access_key or s3.secret_key:  # both, as RKE passes them
+                for name, value in zip(S3_KEY_ENV, (s3.access_key, s3.secret_key), strict=True):
                     env.append(f"{name}={base64.b64encode(value.encode()).decode()}")
     return ContainerSpec(
         name=NAME,
-        image=config.system_images.alpine,
+        image=tools_image(config),
         command=tuple(command),
         env=tuple(env),
-        binds=(
-            f"{host_path(config, SNAPSHOT_DIR)}:{BACKUP}:z",
-            f"{host_path(config, KUBE_DIR)}:{KUBE_DIR}:z",
-        ),
+        binds=(f"{SNAPSHOT_DIR}/:{BACKUP}", f"{host_path(config, KUBE_DIR)}:{KUBE_DIR}"),
         files=(*cert_files(config, KUBE_NODE), ca_file(config)),
     )

@@ -22,6 +22,7 @@ from rke_py.plan.common import (
     binds,
     ca_file,
     cert_files,
+    deployed,
     env,
     etcd_servers,
     host_path,
@@ -119,16 +120,23 @@ def omit_empty(value: Any) -> Any:
     return value
 
 
-def files(config: ClusterConfig) -> list[FileSpec]:
-    """admission.yaml, audit-policy.yaml and the encryption config, for every controlplane node."""
-    out = []
+def config_documents(config: ClusterConfig) -> dict[str, bytes]:
+    """admission.yaml and audit-policy.yaml as RKE marshals them (what its checksums are taken over), by
+    their path on the host."""
+    out = {}
     admission = admission_config(config)
     if admission is not None:
-        out.append(FileSpec(host_path(config, ADMISSION_FILE), to_yaml(admission, go=True)))
+        out[host_path(config, ADMISSION_FILE)] = to_yaml(admission, go=True)
     audit = audit_config(config)
     if audit is not None:
-        out.append(FileSpec(host_path(config, AUDIT_POLICY_FILE), to_yaml(audit_policy(audit), go=True)))
-    return [*out, *encryption.files(config)]
+        out[host_path(config, AUDIT_POLICY_FILE)] = to_yaml(audit_policy(audit), go=True)
+    return out
+
+
+def files(config: ClusterConfig) -> list[FileSpec]:
+    """admission.yaml, audit-policy.yaml and the encryption config, for every controlplane node."""
+    documents = [FileSpec(path, deployed(text)) for path, text in config_documents(config).items()]
+    return [*documents, *encryption.files(config)]
 
 
 def webhook_files(config: ClusterConfig) -> list[FileSpec]:
@@ -136,7 +144,7 @@ def webhook_files(config: ClusterConfig) -> list[FileSpec]:
     webhook = config.authentication.webhook
     if webhook is None:
         return []
-    return [FileSpec(host_path(config, AUTHN_WEBHOOK_FILE), webhook.config_file.encode(), secret=True)]
+    return [FileSpec(host_path(config, AUTHN_WEBHOOK_FILE), deployed(webhook.config_file), secret=True)]
 
 
 def admission_plugins(config: ClusterConfig) -> str:
@@ -251,12 +259,12 @@ def is_ip(address: str) -> bool:
 
 def checksum_env(config: ClusterConfig) -> list[str]:
     """RKE's md5 env vars over the admission and audit files, so RKE itself sees the same container."""
-    by_path = {f.path: f for f in files(config)}
+    documents = config_documents(config)
     pairs = (
         ("RKE_ADMISSION_CONFIG_CHECKSUM", host_path(config, ADMISSION_FILE)),
         ("RKE_AUDITLOG_CONFIG_CHECKSUM", host_path(config, AUDIT_POLICY_FILE)),
     )
-    own = [f"{var}={md5(by_path[path].content)}" for var, path in pairs if path in by_path]
+    own = [f"{var}={md5(documents[path])}" for var, path in pairs if path in documents]
     return own + cloud_provider.checksum_env(config)
 
 

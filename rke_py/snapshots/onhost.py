@@ -47,7 +47,8 @@ class Archive:
 
 
 def snapshot_dir(config: ClusterConfig) -> str:
-    return host_path(config, SNAPSHOT_DIR)
+    """Where a host keeps snapshots: RKE's directory, which prefix_path does not move."""
+    return SNAPSHOT_DIR
 
 
 def _docker(host: HostConnection) -> HostDocker:

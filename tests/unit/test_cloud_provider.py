@@ -48,7 +48,11 @@ def flag(container: ContainerSpec, name: str) -> str | None:
 def cloud_file(cloud: str, address: str, version: str = V128) -> str | None:
     node = next(n for n in plan(cloud, version).nodes if n.address == address)
     found = [f for f in node.files if f.path == "/etc/kubernetes/cloud-config"]
-    return found[0].content.decode() if found else None
+    if not found:
+        return None
+    text = found[0].content.decode()
+    assert text.endswith("\n")  # RKE's file-deployer echoes the config into the file: one more newline
+    return text[:-1]
 
 
 def errors(cloud: str, version: str = V128) -> list[str]:

@@ -20,6 +20,7 @@ from rke_py.deploy.up import up
 from rke_py.errors import ConfigError
 from rke_py.kube.api import KubeAPIError
 from rke_py.plan import encryption, kube_apiserver
+from rke_py.plan.common import deployed
 from rke_py.state import ClusterState, State, read_state, write_state
 from tests.unit.fakehost import FakeConnector
 from tests.unit.test_deploy_fake import OPTIONS, THREE_NODES, Cluster
@@ -246,7 +247,7 @@ def test_one_up_runs_both_stages_of_a_key_rotation(tmp_path: Path):
     assert [x.kind for x in result.cluster_actions].count("rewrite") == 1
     started = [e for e in cluster.world.events[mark:] if e.endswith("start kube-apiserver")]
     assert len(started) == 6  # every apiserver replaced for each stage
-    written = hashlib.sha256(running().encode()).hexdigest()
+    written = hashlib.sha256(deployed(running())).hexdigest()  # as RKE's file-deployer writes it
     for address in ("10.0.0.1", "10.0.0.2", "10.0.0.3"):
         assert cluster.host(address).files[encryption.PATH] == (written, 0o600)
     assert cluster.up().changed == 0
