@@ -60,7 +60,8 @@ def node_files(config: ClusterConfig, bundle: Bundle, node: Node) -> list[FileSp
     files = []
     for name in node_cert_names(config, bundle, node):
         pair = bundle[name]
-        mode = 0o644 if name == CA else 0o600
+        # RKE's cert-deployer: every file 0600, but kube-ca for an etcd run as its own user
+        mode = 0o644 if name == CA and config.services.etcd.uid and config.services.etcd.gid else 0o600
         files.append(FileSpec(cert_path(name, prefix), pair.cert_pem.encode(), mode))
         if pair.key_pem and (name != CA or node.has("controlplane")):
             files.append(FileSpec(key_path(name, prefix), pair.key_pem.encode(), 0o600, secret=True))

@@ -108,12 +108,20 @@ def test_kube_admin_never_goes_to_a_node(config, bundle):
 
 
 def test_modes_follow_cert_deployer_and_keys_are_secret(config, bundle):
+    """rke-tools' cert-deployer writes every file 0600; kube-ca.pem is 0644 only for an etcd run as its
+    own user (ETCD_UID and ETCD_GID), who must read it."""
     for n in range(1, 5):
         for path, f in files_of(config, bundle, n).items():
-            assert f.mode == (0o644 if path.endswith("/kube-ca.pem") else 0o600), path
+            assert f.mode == 0o600, path
             assert f.secret == path.endswith("-key.pem"), path
             if f.secret:
                 assert f.content.startswith(b"-----BEGIN RSA PRIVATE KEY-----")
+    etcd_user = replace(
+        config,
+        services=replace(config.services, etcd=replace(config.services.etcd, uid=52034, gid=52034)),
+    )
+    for path, f in files_of(etcd_user, bundle, 1).items():
+        assert f.mode == (0o644 if path.endswith("/kube-ca.pem") else 0o600), path
 
 
 def test_file_content_is_the_bundle(config, bundle):
