@@ -152,6 +152,7 @@ def _built(name: str, nodes: int) -> Lab:
         binaries=Path(os.environ["RKE_PY_KUBE_BINARIES"]),
         addon_binaries=Path(os.environ["RKE_PY_ADDON_BINARIES"]),
         e2e=Path(os.environ["RKE_PY_E2E"]),
+        rancher_images=Path(rancher) if (rancher := os.environ.get("RKE_PY_RANCHER_IMAGES")) else None,
     )
     _say(clusteryml.up_command(lab))
     done = subprocess.run([sys.executable, "-m", "rke_py", *clusteryml.up_args(lab)])
@@ -230,6 +231,8 @@ def main(
             hosts.down(name, progress=_say)
     specs = merge(passes)
     click.echo(table(specs, time.monotonic() - started))
+    if not specs:
+        click.echo(f"conformance: no spec ran; --focus {focus!r} matches no conformance spec?", err=True)
     sys.exit(ExitStatus.OK if specs and all(s.outcome != "failed" for s in specs) else ExitStatus.ERROR)
 
 

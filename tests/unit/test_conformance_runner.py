@@ -224,3 +224,27 @@ def test_a_build_kdm_never_listed_gets_its_minors_nearest_add_on_images_named_in
     )
     with pytest.raises(LabError, match=r"v1\.19\.0-rancher1-1 has no default system images"):
         addonimages.published_names("v1.19.0-rancher1-1", ("coredns",))
+
+
+def test_a_run_in_which_no_spec_ran_fails_with_a_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A --focus that matches nothing is not a pass: exit 1 and one line saying why."""
+    inputs = tmp_path / "inputs"
+    inputs.mkdir()
+    for files in conformance.INPUTS.values():
+        for name in files:
+            (inputs / name).touch()
+    for var in conformance.INPUTS:
+        monkeypatch.setenv(var, str(inputs))
+    monkeypatch.setenv("RKE_PY_LAB_DIR", str(tmp_path / "lab"))
+    lab = Lab(name="day2", dir=tmp_path / "lab", subnet="172.30.9.0/24", registry="172.30.9.2:5000")
+    lab.dir.mkdir()
+    lab.save()
+    lab.e2e_repo_list.touch()
+    (lab.dir / "kube_config_cluster.yml").touch()
+    monkeypatch.setattr(conformance, "_suite", lambda *args: {})
+    result = CliRunner().invoke(conformance.main, ["--existing", "--name", "day2", "--focus", "nothing"])
+    assert result.exit_code == 1
+    assert result.output.splitlines()[-2:] == [
+        "0 passed, 0 failed, 0 skipped",
+        "conformance: no spec ran; --focus 'nothing' matches no conformance spec?",
+    ]
