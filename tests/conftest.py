@@ -18,6 +18,7 @@ OUTSIDE_INPUTS = {
     "real_addons": "RKE_PY_ADDON_BINARIES",
     "kdm": "RKE_PY_KDM",
     "rke": "RKE_PY_RKE",
+    "rancher_images": "RKE_PY_RANCHER_IMAGES",
     "vagrant_vms": "RKE_PY_VAGRANT_BOX",
 }
 

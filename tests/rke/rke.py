@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -119,6 +120,19 @@ def _from_rke_py(c: ContainerSpec) -> Container:
     }
 
 
+# What differs on purpose (the README's table, "Compared with RKE itself"), as `differences` words it
+ISSUER = r'kube-apiserver entrypoint: RKE \[\] rke-py \["--service-account-issuer=https://kubernetes\.default\.svc\.'
+DEPARTURES = {
+    ISSUER: "a URL issuer first, so the apiserver serves OIDC discovery of its service-account keys",
+    r"nginx-proxy (entrypoint|command|binds): ": "rke-py renders the proxy's nginx.conf itself",
+}
+
+
+def unexplained(lines: list[str], departures: dict[str, str] = DEPARTURES) -> list[str]:
+    """The differences that are not departures on purpose."""
+    return [line for line in lines if not any(re.search(pattern, line) for pattern in departures)]
+
+
 def differences(rke: dict[str, dict[str, Container]], ours: dict[str, dict[str, Container]]) -> list[str]:
     """Every field in which rke-py's containers differ from RKE's, one line each; rke-py's own labels
     (its spec hash) are extra, so only RKE's labels must be there with RKE's values."""
@@ -135,12 +149,12 @@ def differences(rke: dict[str, dict[str, Container]], ours: dict[str, dict[str, 
                     got = {k: v for k, v in got.items() if k in value}
                 if got != value:
                     out.append(
-                        f"{address} {name} {field}: RKE {_show(value, got)} rke-py {_show(got, value)}"
+                        f"{address} {name} {field}: RKE {shown(value, got)} rke-py {shown(got, value)}"
                     )
     return out
 
 
-def _show(value: Any, other: Any) -> str:
+def shown(value: Any, other: Any) -> str:
     """A list field by what it has that the other lacks; anything else as it is."""
     if isinstance(value, list) and isinstance(other, list):
         return json.dumps([x for x in value if x not in other])

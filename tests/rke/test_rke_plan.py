@@ -5,7 +5,6 @@ the README."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
@@ -17,16 +16,6 @@ pytestmark = pytest.mark.rke
 CORPUS = sorted((Path(__file__).parents[1] / "fixtures" / "rke").glob("*.yml"))
 # RKE starts etcd-rolling-snapshots beside its plan (services.RunEtcdPlane): the live comparison covers it.
 NOT_PLANNED_BY_RKE = "etcd-rolling-snapshots"
-# (what differs, why): the README's table of departures
-ISSUER = r'kube-apiserver entrypoint: RKE \[\] rke-py \["--service-account-issuer=https://kubernetes\.default\.svc\.'
-DEPARTURES = {
-    ISSUER: "a URL issuer first, so the apiserver serves OIDC discovery of its service-account keys",
-    r"nginx-proxy (entrypoint|command|binds): ": "rke-py renders the proxy's nginx.conf itself",
-}
-
-
-def unexplained(lines: list[str]) -> list[str]:
-    return [line for line in lines if not any(re.search(pattern, line) for pattern in DEPARTURES)]
 
 
 @pytest.mark.parametrize("cluster_yml", CORPUS, ids=lambda p: p.stem)
@@ -34,4 +23,4 @@ def test_rke_py_builds_the_containers_rke_builds(cluster_yml: Path):
     ours = rke.rke_py_plan(cluster_yml)
     for containers in ours.values():
         containers.pop(NOT_PLANNED_BY_RKE, None)
-    assert unexplained(rke.differences(rke.rke_plan(cluster_yml), ours)) == []
+    assert rke.unexplained(rke.differences(rke.rke_plan(cluster_yml), ours)) == []

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from tests.rke import rke
-from tests.rke.test_rke_plan import unexplained
 
 
 def test_the_comparison_sees_a_difference():
@@ -15,4 +14,4 @@ def test_the_comparison_sees_a_difference():
         '10.0.0.1 kubelet command: RKE ["--v=2"] rke-py ["--v=3"]',
         '10.0.0.1 kubelet labels: RKE {"a": "1"} rke-py {"a": "2"}',
     ]
-    assert unexplained(['10.0.0.2 nginx-proxy binds: RKE [] rke-py ["/x:/y"]']) == []
+    assert rke.unexplained(['10.0.0.2 nginx-proxy binds: RKE [] rke-py ["/x:/y"]']) == []
