@@ -9,9 +9,10 @@ Debian's packages (debootstrap) where those Dockerfiles install Alpine's or Ubun
     DIR/hyperkube-base/  rancher/hyperkube-base at the release rancher/hyperkube builds on, with
                          scripts/iptables-wrapper-installer.sh (kubernetes-sigs/iptables-wrappers v2), which
                          its Makefile downloads
-    DIR/bin/             confd, rke-etcd-backup, nginx (stream module built in, as the nginx image's),
-                         busybox (static, with the netcat of Alpine's, -k and -z), etcd, etcdctl, etcdutl
-                         and pause, built from their sources
+    DIR/nginx/           nginx installed (`make install DESTDIR=DIR/nginx`), its stream module built in as
+                         the nginx image's: usr/sbin/nginx and etc/nginx
+    DIR/bin/             confd, rke-etcd-backup, busybox (static, with the netcat of Alpine's, -k and -z),
+                         etcd, etcdctl, etcdutl and pause, built from their sources
 
 with kube-*, kubectl and cri-dockerd from --kubernetes-binaries. The lab registry serves them under KDM's
 names for the cluster's version, so the lab's cluster.yml names no system image, as an air-gapped site's.
@@ -59,7 +60,8 @@ HYPERKUBE_PACKAGES = (
 )
 # What rke-tools' Dockerfile adds to nginx:alpine (bash, curl, wget, ca-certificates, tar, sysstat, acl).
 RKE_TOOLS_PACKAGES = ("bash", "curl", "wget", "ca-certificates", "tar", "sysstat", "acl")
-RANCHER_BINARIES = ("confd", "rke-etcd-backup", "nginx", "busybox", "etcd", "etcdctl", "etcdutl", "pause")
+RANCHER_BINARIES = ("confd", "rke-etcd-backup", "busybox", "etcd", "etcdctl", "etcdutl", "pause")
+NGINX_FILES = ("usr/sbin/nginx", "etc/nginx/nginx.conf", "etc/nginx/mime.types")
 RKE_TOOLS_FILES = (
     "entrypoint.sh",
     "cloud-provider.sh",
@@ -86,6 +88,7 @@ def missing(rancher: Path, binaries: Path | None) -> list[str]:
         *(rancher / "rke-tools" / f for f in RKE_TOOLS_FILES),
         *(rancher / "hyperkube-base" / f for f in HYPERKUBE_BASE_FILES),
         *(rancher / "bin" / f for f in RANCHER_BINARIES),
+        *(rancher / "nginx" / f for f in NGINX_FILES),
     ]
     if binaries is None:
         return [*map(str, wanted), "--kubernetes-binaries"]
@@ -156,7 +159,7 @@ def rke_tools(client: docker.DockerClient, rancher: Path, binaries: Path, progre
     gives that image its `nc` (RKE's port checks run `nc -kl` and `nc -z` in it), here busybox does too."""
     tools, bindir = rancher / "rke-tools", rancher / "bin"
     files = {
-        "nginx": bindir / "nginx",
+        "nginx": rancher / "nginx",
         "busybox": bindir / "busybox",
         "confd": bindir / "confd",
         "docker": Path("/usr/bin/docker"),  # Debian's docker.io 20.10.24, DOCKER_VERSION of the Dockerfile
@@ -171,7 +174,7 @@ def rke_tools(client: docker.DockerClient, rancher: Path, binaries: Path, progre
 RUN rm -f /bin/sh && ln -s /bin/bash /bin/sh
 RUN mkdir -p /opt/rke-tools/bin /etc/confd /opt/cni/bin /var/log/nginx /var/cache/nginx \\
     && useradd --system --no-create-home --home-dir /nonexistent --shell /sbin/nologin nginx
-COPY nginx /usr/sbin/nginx
+COPY nginx/ /
 COPY busybox /bin/busybox
 RUN ln -s /bin/busybox /usr/bin/nc
 COPY confd /usr/bin/confd
@@ -266,14 +269,14 @@ def docker_build(
     """`FROM base` and `steps`, with `files` (context path -> file here) as the build context; built once
     for the same base, steps and file contents."""
     h = hashlib.sha256(f"{RECIPE_VERSION}\n{base.ref}\n{steps}".encode())
-    for dest, source in sorted(files.items()):
+    for dest, source in sorted(_every_file(files).items()):
         h.update(f"{dest} {os.stat(source).st_mode & 0o777:o} {file_sha256(str(source))}\n".encode())
     image = LabImage(name, h.hexdigest())
     if _built(client, image):
         return image
     progress(f"building image {image.ref}")
     with tempfile.TemporaryDirectory(prefix="rke-py-build-") as context:
-        for dest, source in files.items():
+        for dest, source in _every_file(files).items():
             target = Path(context, dest)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target)
@@ -285,3 +288,14 @@ def docker_build(
             raise LabError(f"building {name}: {exc.msg}\n" + "\n".join(lines[-10:])) from None
     prune_superseded(client, image)
     return image
+
+
+def _every_file(files: dict[str, Path]) -> dict[str, Path]:
+    """`files` with each directory given as the files under it."""
+    out = {}
+    for dest, source in files.items():
+        if source.is_dir():
+            out |= {f"{dest}/{p.relative_to(source)}": p for p in sorted(source.rglob("*")) if p.is_file()}
+        else:
+            out[dest] = source
+    return out
