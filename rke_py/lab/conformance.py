@@ -26,10 +26,10 @@ from rke_py.lab.state import Lab, LabError, state_dir
 from rke_py.lab.testimages import SUITE
 from rke_py.plan.kubelet import ROLE_TAINTS
 
-INPUTS = {  # environment variable -> what the directory holds
-    "RKE_PY_KUBE_BINARIES": (*KUBE_COMPONENTS, "cri-dockerd", "kubectl"),  # kubectl: the suite's
-    "RKE_PY_ADDON_BINARIES": ("kube-dns", "dnsmasq-nanny", "sidecar"),  # kube-dns at least; CoreDNS if there
-    "RKE_PY_E2E": SUITE,
+INPUTS = {  # environment variable -> what the directory holds, one of these sets of files
+    "RKE_PY_KUBE_BINARIES": ((*KUBE_COMPONENTS, "cri-dockerd", "kubectl"),),  # kubectl: the suite's
+    "RKE_PY_ADDON_BINARIES": (("coredns",), ("kube-dns", "dnsmasq-nanny", "sidecar")),  # cluster DNS
+    "RKE_PY_E2E": (SUITE,),
 }
 CONFORMANCE = r"\[Conformance\]"
 SERIAL = r"\[Serial\]"
@@ -99,13 +99,15 @@ def focus_patterns(focus: str) -> tuple[str, str]:
 
 def missing_input() -> str:
     """A one-line message for the first input that is not there, or empty when all are."""
-    for var, files in INPUTS.items():
+    for var, choices in INPUTS.items():
         value = os.environ.get(var, "")
+        wanted = " or ".join(", ".join(files) for files in choices)
         if not value or not Path(value).is_dir():
-            return f"conformance: set {var} to a directory holding {', '.join(files)}"
-        absent = [f for f in files if not (Path(value) / f).is_file()]
-        if absent:
-            return f"conformance: {var}={value} lacks {', '.join(absent)}"
+            return f"conformance: set {var} to a directory holding {wanted}"
+        if not any(all((Path(value) / f).is_file() for f in files) for files in choices):
+            absent = [f for f in choices[0] if not (Path(value) / f).is_file()]
+            others = f" (or {' or '.join(', '.join(files) for files in choices[1:])})" if choices[1:] else ""
+            return f"conformance: {var}={value} lacks {', '.join(absent)}{others}"
     return ""
 
 

@@ -105,8 +105,8 @@ def test_an_existing_lab_must_serve_the_suite_and_hold_a_cluster(
     """`--existing` runs on a lab as a user left it: one line and no traceback when it cannot."""
     inputs = tmp_path / "inputs"
     inputs.mkdir()
-    for files in conformance.INPUTS.values():
-        for name in files:
+    for choices in conformance.INPUTS.values():
+        for name in choices[0]:
             (inputs / name).touch()
     for var in conformance.INPUTS:
         monkeypatch.setenv(var, str(inputs))
@@ -230,8 +230,8 @@ def test_a_run_in_which_no_spec_ran_fails_with_a_reason(tmp_path: Path, monkeypa
     """A --focus that matches nothing is not a pass: exit 1 and one line saying why."""
     inputs = tmp_path / "inputs"
     inputs.mkdir()
-    for files in conformance.INPUTS.values():
-        for name in files:
+    for choices in conformance.INPUTS.values():
+        for name in choices[0]:
             (inputs / name).touch()
     for var in conformance.INPUTS:
         monkeypatch.setenv(var, str(inputs))
@@ -248,3 +248,22 @@ def test_a_run_in_which_no_spec_ran_fails_with_a_reason(tmp_path: Path, monkeypa
         "0 passed, 0 failed, 0 skipped",
         "conformance: no spec ran; --focus 'nothing' matches no conformance spec?",
     ]
+
+
+def test_cluster_dns_is_coredns_or_kube_dns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The suite needs a cluster DNS: CoreDNS, RKE's default, or kube-dns with its dnsmasq and sidecar."""
+    for var, choices in conformance.INPUTS.items():
+        directory = tmp_path / var
+        directory.mkdir()
+        for name in choices[-1]:
+            (directory / name).touch()
+        monkeypatch.setenv(var, str(directory))
+    assert conformance.missing_input() == ""  # kube-dns's three
+    addons = tmp_path / "RKE_PY_ADDON_BINARIES"
+    for name in ("kube-dns", "sidecar"):
+        (addons / name).unlink()
+    assert conformance.missing_input() == (
+        f"conformance: RKE_PY_ADDON_BINARIES={addons} lacks coredns (or kube-dns, dnsmasq-nanny, sidecar)"
+    )
+    (addons / "coredns").touch()
+    assert conformance.missing_input() == ""
