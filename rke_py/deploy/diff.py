@@ -17,7 +17,7 @@ from rke_py.deploy.actions import (
     StartContainer,
     WriteFile,
 )
-from rke_py.deploy.facts import HostFacts
+from rke_py.deploy.facts import HostFacts, ObservedContainer
 from rke_py.plan.components import REGISTRY, Component, leftover_reason, parked
 from rke_py.plan.model import ContainerSpec, FileSpec, NodePlan
 
@@ -46,8 +46,17 @@ def diff_host(
         elif reason := leftover_reason(name, registry):
             actions.append(RemoveContainer(name, facts.others[name].id, reason))
     facts = dataclasses.replace(facts, containers=containers)
-    actions += [a for f in plan.files if (a := _file_action(f, facts))]
-    changes = [c for p in plan.placed if (c := _container_action(p.spec, p.plane, facts))]
+    writes = [a for f in plan.files if (a := _file_action(f, facts))]
+    actions += writes
+    written = {w.file.path for w in writes}
+    changes: list[CreateContainer | ReplaceContainer | StartContainer] = []
+    new: set[str] = set()  # containers made anew, whose volumes their dependents start from
+    for p in plan.placed:
+        change = _container_action(p.spec, p.plane, facts, written, new)
+        if change is not None:
+            changes.append(change)
+            if not isinstance(change, StartContainer):
+                new.add(p.spec.name)
     wanted = dict.fromkeys([*(c.spec.image for c in changes), *plan.images])
     actions += [PullImage(image) for image in wanted if image not in facts.images]
     actions += changes
@@ -62,14 +71,25 @@ def _file_action(f: FileSpec, facts: HostFacts) -> WriteFile | None:
 
 
 def _container_action(
-    spec: ContainerSpec, plane: str, facts: HostFacts
+    spec: ContainerSpec, plane: str, facts: HostFacts, written: set[str], new: set[str]
 ) -> CreateContainer | ReplaceContainer | StartContainer | None:
     seen = facts.containers.get(spec.name)
     if seen is None:
         return CreateContainer(spec, plane, "missing")
-    if seen.spec_hash != spec.spec_hash():
-        why = "not started by rke-py" if not seen.spec_hash else "spec changed"
+    if seen.spec_hash != spec.spec_hash() and not _runs_as_planned(spec, seen, written, new):
+        why = "not started by rke-py; it runs otherwise" if not seen.spec_hash else "spec changed"
         return ReplaceContainer(spec, plane, why, old_id=seen.id, old_running=seen.running)
     if spec.start and not seen.running:
         return StartContainer(spec, plane, "stopped", id=seen.id)
     return None
+
+
+def _runs_as_planned(spec: ContainerSpec, seen: ObservedContainer, written: set[str], new: set[str]) -> bool:
+    """Whether a container RKE started runs what rke-py would start, with the same files and volumes: it
+    is then kept as it is (a cluster taken over restarts only what must change)."""
+    return (
+        seen.config is not None
+        and seen.config == spec.run_config(seen.image_env)
+        and not written & set(spec.files)
+        and not new & set(spec.volumes_from)
+    )

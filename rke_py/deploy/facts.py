@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from rke_py.plan.model import RunConfig
+
 
 @dataclass(frozen=True)
 class ObservedContainer:
@@ -12,6 +14,9 @@ class ObservedContainer:
     image: str
     running: bool
     spec_hash: str  # "" when the container was not started by rke-py (e.g. by RKE itself)
+    # For a component rke-py did not start: what it runs, and what its image's environment is
+    config: RunConfig | None = None
+    image_env: frozenset[str] = frozenset()
 
 
 @dataclass

@@ -7,12 +7,13 @@ RKE's label that neither knows are not ours and are left out.
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 from concurrent.futures import Executor
 
 from rke_py.deploy.facts import HostFacts, ObservedContainer
 from rke_py.hosts.base import HostConnection
-from rke_py.plan.components import REGISTRY, Component, by_name, is_known
+from rke_py.plan.components import REGISTRY, RKE_UNLABELLED, Component, by_name, is_known
 from rke_py.plan.model import HASH_LABEL, MANAGED_LABEL, NAME_LABEL, NodePlan
 
 
@@ -47,9 +48,12 @@ def _docker_facts(host: HostConnection, registry: tuple[Component, ...]) -> Host
         docker_version=info.get("ServerVersion", ""),
     )
     components = by_name(registry)
-    for c in host.docker.containers(NAME_LABEL):
+    for c in host.docker.containers(NAME_LABEL, RKE_UNLABELLED):
         seen = ObservedContainer(c.name, c.id, c.image, c.running, c.labels.get(HASH_LABEL, ""))
         if c.name in components:
+            if not seen.spec_hash:  # RKE's: what it runs decides whether it stays (diff)
+                config, image_env = host.docker.run_config(c.id)
+                seen = dataclasses.replace(seen, config=config, image_env=image_env)
             facts.containers[c.name] = seen
         elif is_known(c.name, MANAGED_LABEL in c.labels, registry):
             facts.others[c.name] = seen

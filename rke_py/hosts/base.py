@@ -6,12 +6,12 @@ chokepoint, rollback and the etcd plane are tested without a lab.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from rke_py.plan.model import ContainerSpec, FileSpec
+    from rke_py.plan.model import ContainerSpec, FileSpec, RunConfig
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,13 @@ class Docker(Protocol):
 
     def info(self) -> dict[str, Any]: ...
 
-    def containers(self, label: str) -> list[DockerContainer]: ...
+    def containers(self, label: str, names: Collection[str] = ()) -> list[DockerContainer]:
+        """The containers with `label`, and those named in `names` without it (RKE starts a few so)."""
+        ...
+
+    def run_config(self, container: str) -> tuple[RunConfig, frozenset[str]]:
+        """What `container` runs, and the environment its image sets itself (which its env includes)."""
+        ...
 
     def image_tags(self) -> set[str]: ...
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import shlex
 import time
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Callable, Collection, Mapping
+from typing import Any, cast
 
 import docker
 import paramiko
@@ -24,9 +24,7 @@ from docker.transport.sshconn import SSHConnection, SSHConnectionPool
 from rke_py.errors import ConnectError
 from rke_py.hosts.base import DockerContainer, DockerError
 from rke_py.hosts.ssh import Connection
-
-if TYPE_CHECKING:
-    from rke_py.plan.model import ContainerSpec
+from rke_py.plan.model import ContainerSpec, RunConfig, flags_in_order
 
 DEFAULT_SOCKET = "/var/run/docker.sock"
 # OpenSSH's MaxSessions defaults to 10. Streamlocal channels are not sessions, but stay under it anyway;
@@ -218,9 +216,10 @@ class HostDocker:
     def info(self) -> dict[str, Any]:
         return self._call("docker info", self.api.info)
 
-    def containers(self, label: str) -> list[DockerContainer]:
-        rows = self._call("list containers", self.api.containers, all=True, filters={"label": label})
-        return [
+    def containers(self, label: str, names: Collection[str] = ()) -> list[DockerContainer]:
+        filters = {} if names else {"label": label}  # one list either way; Docker's filters only AND
+        rows = self._call("list containers", self.api.containers, all=True, filters=filters)
+        found = [
             DockerContainer(
                 name=row["Names"][0].lstrip("/"),
                 id=row["Id"],
@@ -231,6 +230,28 @@ class HostDocker:
             )
             for row in rows
         ]
+        return [c for c in found if label in c.labels or c.name in names]
+
+    def run_config(self, container: str) -> tuple[RunConfig, frozenset[str]]:
+        attrs = self._call(f"inspect {container}", self.api.inspect_container, container)
+        config, host = attrs.get("Config") or {}, attrs.get("HostConfig") or {}
+        image = self._call(f"inspect image of {container}", self.api.inspect_image, attrs.get("Image", ""))
+        image_env = frozenset((image.get("Config") or {}).get("Env") or ())
+        restart = ((host.get("RestartPolicy") or {}).get("Name")) or ""
+        found = RunConfig(
+            image=config.get("Image", ""),
+            entrypoint=flags_in_order(config.get("Entrypoint") or ()),
+            command=flags_in_order(config.get("Cmd") or ()),
+            env=frozenset(config.get("Env") or ()) - image_env,
+            binds=frozenset(host.get("Binds") or ()),
+            network_mode=host.get("NetworkMode") or "",
+            pid_mode=host.get("PidMode") or "",
+            privileged=bool(host.get("Privileged")),
+            restart_policy="" if restart == "no" else restart,
+            volumes_from=tuple(host.get("VolumesFrom") or ()),
+            user=config.get("User") or "",
+        )
+        return found, image_env
 
     def image_tags(self) -> set[str]:
         images = self._call("list images", self.api.images)

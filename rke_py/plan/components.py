@@ -143,10 +143,12 @@ REGISTRY: tuple[Component, ...] = (
     ),
 )
 
-# Containers RKE starts that rke-py finds on hosts it takes over (they carry RKE's name label).
+# Containers RKE starts that rke-py finds on hosts it takes over (most carry RKE's name label).
 # One-shot helpers are leftovers of an earlier (perhaps failed) RKE run: `up` removes them, since some hold
-# ports or block a retry. (RKE's etcd-rolling-snapshots is a component: `up` replaces it once.)
+# ports or block a retry. (RKE's etcd-rolling-snapshots is a component: `up` keeps it when it runs what
+# rke-py would run, and replaces it once otherwise.)
 RKE_HELPERS = (
+    "cluster-state-deployer",
     "cert-deployer",
     "file-deployer",
     "kube-cleaner",
@@ -166,6 +168,10 @@ RKE_HELPERS = (
     "etcd-extract-statefile",
     "etcd-remove-snapshot",
 )
+
+
+# What RKE starts without its name label, found by name
+RKE_UNLABELLED = ("etcd-rolling-snapshots", "cluster-state-deployer")
 
 
 def by_name(registry: tuple[Component, ...] = REGISTRY) -> dict[str, Component]:

@@ -36,6 +36,31 @@ class FileSpec:
         return hashlib.sha256(self.content).hexdigest()
 
 
+def flags_in_order(args: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """A command line as RKE's containers have it, compared: RKE builds the flags from a Go map, so their
+    order is random; positional words keep their place, and a flag given twice keeps its own order."""
+    words = [a for a in args if not a.startswith("--")]
+    return (*words, *sorted((a for a in args if a.startswith("--")), key=lambda a: a.partition("=")[0]))
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """What Docker shows a container runs, in the fields a ContainerSpec sets (and RKE sets too): how a
+    container RKE started is told to be the one rke-py would start."""
+
+    image: str
+    entrypoint: tuple[str, ...]
+    command: tuple[str, ...]
+    env: frozenset[str]  # without what the image itself sets
+    binds: frozenset[str]
+    network_mode: str
+    pid_mode: str
+    privileged: bool
+    restart_policy: str  # "" for none ("no")
+    volumes_from: tuple[str, ...]
+    user: str
+
+
 @dataclass(frozen=True)
 class HealthCheck:
     """How `deploy` and `verify` know a container is serving. Fetched from the node itself."""
@@ -88,6 +113,22 @@ class ContainerSpec:
     @property
     def labels(self) -> dict[str, str]:
         return {NAME_LABEL: self.name, HASH_LABEL: self.spec_hash(), MANAGED_LABEL: "true"}
+
+    def run_config(self, image_env: frozenset[str] = frozenset()) -> RunConfig:
+        """What Docker would show for this spec, an image setting `image_env` itself."""
+        return RunConfig(
+            image=self.image,
+            entrypoint=flags_in_order(self.entrypoint),
+            command=flags_in_order(self.command),
+            env=frozenset(self.env) - image_env,
+            binds=frozenset(self.binds),
+            network_mode=self.network_mode,
+            pid_mode=self.pid_mode,
+            privileged=self.privileged,
+            restart_policy="" if self.restart_policy == "no" else self.restart_policy,
+            volumes_from=self.volumes_from,
+            user=self.user,
+        )
 
 
 def files_digest(

@@ -14,7 +14,7 @@ import json
 import shlex
 import threading
 import urllib.parse
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +28,7 @@ from rke_py.errors import ConnectError, UnreachableError
 from rke_py.hosts.base import Completed, DockerContainer, DockerError
 from rke_py.kube.api import KubeAPI, KubeAPIError
 from rke_py.lab.kube.resources import resource_list
-from rke_py.plan.model import ContainerSpec, FileSpec
+from rke_py.plan.model import ContainerSpec, FileSpec, RunConfig
 
 _ids = itertools.count(1)
 
@@ -104,12 +104,16 @@ class FakeDocker:
     def info(self) -> dict[str, Any]:
         return {"Name": self.host.hostname, "ServerVersion": "24.0.7"}
 
-    def containers(self, label: str) -> list[DockerContainer]:
+    def containers(self, label: str, names: Collection[str] = ()) -> list[DockerContainer]:
         return [
             DockerContainer(c.name, c.id, c.spec.image, c.running, dict(c.labels))
             for c in self.by_id.values()
-            if label in c.labels
+            if label in c.labels or c.name in names
         ]
+
+    def run_config(self, container: str) -> tuple[RunConfig, frozenset[str]]:
+        """What it runs; the fake images set no environment."""
+        return self._find(container).spec.run_config(), frozenset()
 
     def image_tags(self) -> set[str]:
         return set(self.images)

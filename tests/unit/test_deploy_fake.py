@@ -193,17 +193,19 @@ def test_leftovers_go_and_rke_recurring_snapshots_are_taken_over(tmp_path):
     cluster.up()
     docker = cluster.host("10.0.0.3").docker
     docker.remove("etcd-rolling-snapshots")  # RKE's own instead of rke-py's, as on a host taken over
-    rke_label = {"io.rancher.rke.container.name": ""}
-    for name in ("cert-deployer", "etcd-rolling-snapshots", "someone-elses"):
-        docker.images.add("rke-tools")
+    docker.images.add("rke-tools")
+    for name in ("cert-deployer", "someone-elses", "etcd-rolling-snapshots", "cluster-state-deployer"):
         docker.create(ContainerSpec(name, "rke-tools"))
-        docker._find(name).labels = {k: name for k in rke_label}
+        # RKE starts the last two without its name label
+        labelled = name in ("cert-deployer", "someone-elses")
+        docker._find(name).labels = {"io.rancher.rke.container.name": name} if labelled else {}
     docker.rename("kube-proxy", "old-kube-proxy")  # parked, and nothing replaced it: put back as it is
     result = cluster.up()
     assert [(a.kind, a.target, a.reason) for a in result.host_actions["10.0.0.3"]] == [
         ("remove", "cert-deployer", "RKE's one-shot helper, left over from an RKE run"),
+        ("remove", "cluster-state-deployer", "RKE's one-shot helper, left over from an RKE run"),
         ("restore", "kube-proxy", "an interrupted replace left it parked and its replacement missing"),
-        ("replace", "etcd-rolling-snapshots", "not started by rke-py"),
+        ("replace", "etcd-rolling-snapshots", "not started by rke-py; it runs otherwise"),
     ]
     assert {"etcd-rolling-snapshots", "someone-elses", "kube-proxy"} <= set(docker.names())
     removed = cluster.remove()
@@ -481,3 +483,24 @@ def test_the_state_in_the_cluster_is_compact_and_one_too_large_for_a_secret_is_l
     cluster.up()
     assert clusterstate.state_from_secret(cluster.world.kube.objects[path]) == stored  # the earlier copy
     assert "larger than a Secret holds" in caplog.text
+
+
+def test_a_cluster_rke_built_is_taken_over_keeping_every_container_that_runs_what_rke_py_would(tmp_path):
+    """Containers without rke-py's labels (RKE's) stay when they run what rke-py plans; one that runs
+    otherwise is replaced, and only it."""
+    cluster = Cluster(tmp_path)
+    cluster.up()
+    for address in ("10.0.0.1", "10.0.0.2", "10.0.0.3"):
+        for c in cluster.host(address).docker.by_id.values():
+            c.labels = {"io.rancher.rke.container.name": c.name}  # as RKE labels its containers
+    assert cluster.plan().host_actions == {f"10.0.0.{i}": [] for i in (1, 2, 3)}
+    proxy = next(c for c in cluster.host("10.0.0.2").docker.by_id.values() if c.name == "kube-proxy")
+    proxy.spec = dataclasses.replace(proxy.spec, env=(*proxy.spec.env, "RKE_ONLY=1"))
+    cluster.world.events.clear()
+    done = cluster.up()
+    assert [(a.kind, a.target) for a in done.host_actions["10.0.0.2"]] == [("replace", "kube-proxy")]
+    assert [e for e in cluster.world.events if e.split()[1] in ("stop", "start")] == [
+        "10.0.0.2 stop kube-proxy",
+        "10.0.0.2 start kube-proxy",
+    ]
+    assert cluster.up().changed == 0

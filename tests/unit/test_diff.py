@@ -1,5 +1,7 @@
 """The diff decides what `up` changes and what `plan` prints: a wrong answer here restarts a cluster."""
 
+import dataclasses
+
 from rke_py.deploy.diff import diff_host
 from rke_py.deploy.facts import HostFacts, ObservedContainer
 from rke_py.plan.model import ContainerSpec, FileSpec, NodePlan, Placed
@@ -62,12 +64,49 @@ def test_a_stopped_container_is_started_but_the_never_started_sidekick_is_left()
     assert kinds(diff_host(plan, facts)) == [("start", "kubelet")]
 
 
-def test_a_container_started_by_rke_is_replaced_once_to_carry_the_hash():
+def test_a_container_started_by_rke_that_runs_otherwise_is_replaced():
     plan = worker_plan()
     facts = matching_facts(plan)
-    facts.containers["kubelet"] = ObservedContainer("kubelet", "k", "reg/kube:1", True, "")
+    other = dataclasses.replace(KUBELET, privileged=False).run_config()
+    facts.containers["kubelet"] = ObservedContainer("kubelet", "k", "reg/kube:1", True, "", other)
     [action] = diff_host(plan, facts)
-    assert (action.kind, action.reason) == ("replace", "not started by rke-py")
+    assert (action.kind, action.reason) == ("replace", "not started by rke-py; it runs otherwise")
+
+
+def rkes(spec: ContainerSpec, image_env: frozenset[str] = frozenset()) -> ObservedContainer:
+    """The container RKE started for `spec`: no hash, what Docker shows of it, its flags in RKE's order."""
+    shown = dataclasses.replace(spec.run_config(image_env), command=tuple(reversed(spec.command)))
+    return ObservedContainer(spec.name, "rke-" + spec.name, spec.image, spec.start, "", shown, image_env)
+
+
+def test_a_container_rke_started_that_runs_what_rke_py_would_is_kept():
+    """A cluster taken over restarts only what must change: RKE's flag order (a Go map's) and the image's
+    own environment do not count."""
+    kubelet = dataclasses.replace(KUBELET, command=("--v=2", "--max-pods=110"), env=("PATH=/bin", "A=1"))
+    plan = worker_plan()
+    plan.placed[2] = Placed("worker", kubelet)
+    facts = matching_facts(plan)
+    facts.containers["kubelet"] = rkes(kubelet, frozenset({"PATH=/bin"}))
+    assert diff_host(plan, facts) == []
+    facts.containers["kubelet"] = rkes(dataclasses.replace(kubelet, command=("--v=3", "--max-pods=110")))
+    assert kinds(diff_host(plan, facts)) == [("replace", "kubelet")]
+
+
+def test_rkes_container_is_replaced_when_a_file_it_reads_or_a_volume_it_starts_from_is_new():
+    plan = worker_plan()
+    facts = matching_facts(plan)
+    facts.containers["nginx-proxy"] = rkes(PROXY)
+    facts.containers["kubelet"] = rkes(dataclasses.replace(KUBELET, volumes_from=("service-sidekick",)))
+    plan.placed[2] = Placed("worker", dataclasses.replace(KUBELET, volumes_from=("service-sidekick",)))
+    assert diff_host(plan, facts) == []
+    facts.file_hashes[CONF.path] = "another"
+    del facts.containers["service-sidekick"]
+    assert kinds(diff_host(plan, facts)) == [
+        ("write-file", CONF.path),
+        ("replace", "nginx-proxy"),
+        ("create", "service-sidekick"),
+        ("replace", "kubelet"),
+    ]
 
 
 def test_a_component_the_node_no_longer_needs_is_removed_first():
