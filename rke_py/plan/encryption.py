@@ -153,7 +153,9 @@ def rotation_problems(config: ClusterConfig, running: str, source: str) -> list[
 def files(config: ClusterConfig) -> list[FileSpec]:
     if config.encryption_provider is None:
         return []
-    return [FileSpec(host_path(config, PATH), deployed(config.encryption_provider), 0o600, secret=True)]
+    # Turned off, the file is emptied: RKE's file-deployer removes it, and an empty file holds no key either.
+    content = deployed(config.encryption_provider) if config.encryption_provider else b""
+    return [FileSpec(host_path(config, PATH), content, 0o600, secret=True)]
 
 
 def flags(config: ClusterConfig) -> dict[str, str]:

@@ -58,7 +58,7 @@ def test_up_turns_it_on_and_plans_the_rewrite(lab):
 def test_the_apiservers_read_the_key_the_state_keeps(lab):
     kept = state(lab).current.encryption_config
     assert aescbc_keys(kept), kept
-    assert host_exec(lab, 0, f"cat {FILE}") == kept
+    assert host_exec(lab, 0, f"cat {FILE}") == kept + "\n"  # with the newline of RKE's file-deployer
     assert host_exec(lab, 0, f"stat -c %a {FILE}").strip() == "600"
     assert f"--encryption-provider-config={FILE}" in host_exec(lab, 0, "docker inspect kube-apiserver")
 
@@ -105,7 +105,7 @@ def test_rotate_key_puts_a_new_key_first_rewrites_every_secret_and_drops_the_old
     kept = state(lab).current.encryption_config
     keys = aescbc_keys(kept)
     assert len(keys) == 1 and keys[0] not in old, (keys, old)
-    assert host_exec(lab, 0, f"cat {FILE}") == kept
+    assert host_exec(lab, 0, f"cat {FILE}") == kept + "\n"  # with the newline of RKE's file-deployer
     rewrites = [a for a in run.json()["cluster"] if a["kind"] == "rewrite"]
     assert len(rewrites) == 1, run.json()["cluster"]  # under the new key; dropping the old needs none
     assert "a second run takes the old one out" in run.stderr
@@ -134,7 +134,7 @@ def test_restoring_a_snapshot_from_before_the_rotation_brings_back_its_key_and_s
     assert run.code == 0, run.stderr
     assert run.json()["ok"] is True, run.json()["verify"]
     assert state(lab).current.encryption_config == lab.snapshot_key
-    assert host_exec(lab, 0, f"cat {FILE}") == lab.snapshot_key
+    assert host_exec(lab, 0, f"cat {FILE}") == lab.snapshot_key + "\n"
     assert base64.b64decode(secret(lab, "before")["data"]["password"]) == b"before-value"
     assert "secret/after-snapshot" not in kubectl(lab, "get", "secrets", "-o", "name").split()
     assert up(lab, "--no-verify").json()["changed"] == 0
@@ -157,7 +157,7 @@ def test_turning_it_off_writes_every_secret_in_clear_then_removes_the_config(lab
     assert run.code == 0, run.stderr
     assert state(lab).current.encryption_config == ""
     assert "--encryption-provider-config" not in host_exec(lab, 0, "docker inspect kube-apiserver")
-    assert host_exec(lab, 0, f"stat -c %s {FILE}").strip() == "0"  # emptied, as RKE leaves it: no key on disk
+    assert host_exec(lab, 0, f"stat -c %s {FILE}").strip() == "0"  # emptied: no key on disk (RKE removes it)
     assert base64.b64decode(secret(lab, "before")["data"]["password"]) == b"before-value"
     assert up(lab, "--no-verify").json()["changed"] == 0
 
