@@ -17,7 +17,8 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from rke_py.config.schema import ClusterConfig, Node, Taint
+from rke_py.config import kdm, values
+from rke_py.config.schema import ClusterConfig, Node, SystemImages, Taint
 from rke_py.errors import RkePyError
 from rke_py.files import write_private_file
 from rke_py.pki.bundle import KUBE_ADMIN, KUBE_NODE, SERVICE_ACCOUNT, Bundle, has_kubeconfig
@@ -175,6 +176,19 @@ def nodes_from_rke_json(rke_config: dict[str, Any]) -> list[Node]:
         kwargs["labels"] = dict(kwargs.get("labels") or {})
         nodes.append(Node(**kwargs))
     return nodes
+
+
+def recorded_images(rke_config: dict[str, Any]) -> kdm.Recorded:
+    """The version a state's `rkeConfig` ran and the images it ran it on (RKE records every image it
+    used). Only well-formed image references are taken: they reach `docker run` on the hosts."""
+    names = {json_name(f.name): f.name for f in fields(SystemImages) if f.name != "extra"}
+    given = rke_config.get("systemImages") or {}
+    images = {
+        names[key]: image
+        for key, image in given.items()
+        if key in names and isinstance(image, str) and image and values.image(image) is None
+    }
+    return kdm.Recorded(str(rke_config.get("kubernetesVersion") or ""), images)
 
 
 # --- certificates bundle ----------------------------------------------------------------------------------

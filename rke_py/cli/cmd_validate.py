@@ -1,4 +1,5 @@
-"""`rke-py validate`: load cluster.yml, print its problems, and say what it describes. Touches no host."""
+"""`rke-py validate`: load cluster.yml, print its problems, and say what it describes. Touches no host; the
+state beside it is read for the images of a version rke-py does not list, as `up` takes them."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from rke_py import config as cluster_config
 from rke_py.cli.options import config_option, output_option, strict_option
 from rke_py.config.schema import ROLES, ClusterConfig
 from rke_py.errors import ConfigError, Problem
+from rke_py.state import read_state, recorded_images, state_path_for
 
 
 @click.command("validate")
@@ -18,8 +20,10 @@ from rke_py.errors import ConfigError, Problem
 @output_option
 def command(config_path: str, strict: bool, output: str) -> None:
     """Check cluster.yml without connecting anywhere; exit 2 if it is invalid."""
+    state = read_state(state_path_for(config_path))
+    recorded = recorded_images(state.current.rke_config) if state else None
     try:
-        loaded = cluster_config.load(config_path, strict=strict)
+        loaded = cluster_config.load(config_path, strict=strict, recorded=recorded)
     except ConfigError as exc:
         if output == "json":
             click.echo(_json(False, exc.problems, 0))

@@ -1,7 +1,8 @@
 """Read an RKE `cluster.yml` into a typed, defaulted, validated ClusterConfig.
 
 `load` reads the one file and nothing else (no network, no SSH keys), so it is safe to run anywhere, e.g.
-in CI on every change to cluster.yml. Problems are collected in one pass and raised together.
+in CI on every change to cluster.yml; the caller passes what the cluster's state records, where it has it.
+Problems are collected in one pass and raised together.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rke_py.config import defaults, mapping, validate, validate_ignored
+from rke_py.config import defaults, kdm, mapping, validate, validate_ignored
 from rke_py.config.findings import Findings
 from rke_py.config.schema import ClusterConfig
 from rke_py.config.yamlread import MAX_BYTES, YamlSyntaxError, decode, parse
@@ -27,8 +28,9 @@ class Loaded:
     warnings: list[Problem] = field(default_factory=list)
 
 
-def load(path: str | Path, *, strict: bool = False) -> Loaded:
-    """Load the file at `path`; problems are reported as `<path as given>:LINE:COL`."""
+def load(path: str | Path, *, strict: bool = False, recorded: kdm.Recorded | None = None) -> Loaded:
+    """Load the file at `path`; problems are reported as `<path as given>:LINE:COL`. `recorded`: the images
+    the cluster's state holds for its version, used where rke-py lists none."""
     source = str(path)
     try:
         with open(path, "rb") as file:
@@ -41,7 +43,7 @@ def load(path: str | Path, *, strict: bool = False) -> Loaded:
         text = decode(data, source)
     except YamlSyntaxError as exc:
         raise ConfigError(exc.problems) from None
-    return load_text(text, source, strict=strict)
+    return load_text(text, source, strict=strict, recorded=recorded)
 
 
 def _missing(source: str) -> Problem:
@@ -54,14 +56,16 @@ def _missing(source: str) -> Problem:
     )
 
 
-def load_text(text: str, source: str = "cluster.yml", *, strict: bool = False) -> Loaded:
+def load_text(
+    text: str, source: str = "cluster.yml", *, strict: bool = False, recorded: kdm.Recorded | None = None
+) -> Loaded:
     """Load cluster.yml content; `source` is the name used in problem messages."""
     try:
         data, positions = parse(text, source)
     except YamlSyntaxError as exc:
         raise ConfigError(exc.problems) from None
     findings = Findings(source, positions)
-    config = _build(data, findings)
+    config = _build(data, findings, recorded)
     config.positions = positions
     config.source = source
     errors, warnings = findings.result(strict)
@@ -70,13 +74,13 @@ def load_text(text: str, source: str = "cluster.yml", *, strict: bool = False) -
     return Loaded(config, warnings)
 
 
-def _build(data: Any, findings: Findings) -> ClusterConfig:
+def _build(data: Any, findings: Findings, recorded: kdm.Recorded | None) -> ClusterConfig:
     if not isinstance(data, dict):
         _not_a_mapping(data, findings)
         return ClusterConfig()
     config = mapping.to_config(data, findings)
     validate_ignored.as_given(config, findings)  # before the defaults overwrite what RKE ignores
-    defaults.apply(config)
+    defaults.apply(config, recorded)
     validate.validate(config, findings)
     return config
 

@@ -90,8 +90,9 @@ INGRESS_NETWORK_MODE = "hostPort"  # Kubernetes v1.21 and later
 INGRESS_HTTP_PORT, INGRESS_HTTPS_PORT = 80, 443
 
 
-def apply(config: ClusterConfig) -> None:
-    """Fill every empty value of `config` with RKE's default."""
+def apply(config: ClusterConfig, recorded: kdm.Recorded | None = None) -> None:
+    """Fill every empty value of `config` with RKE's default; `recorded`: the images the cluster's state
+    holds, the defaults for a version rke-py does not list."""
     _cluster(config)
     for node in config.nodes:
         _node(config, node)
@@ -100,7 +101,7 @@ def apply(config: ClusterConfig) -> None:
     _addons(config)
     _services(config)
     _upgrade_strategy(config)
-    _system_images(config)
+    _system_images(config, recorded)
     _kubelet_infra_image(config)
     _cri_dockerd(config)
 
@@ -233,10 +234,10 @@ def _upgrade_strategy(config: ClusterConfig) -> None:
     )
 
 
-def _system_images(config: ClusterConfig) -> None:
+def _system_images(config: ClusterConfig, recorded: kdm.Recorded | None) -> None:
     """Fill images from the KDM table, then prefix every image with the default registry (RKE `d()`)."""
     images = config.system_images
-    known: Mapping[str, str] = kdm.system_images(config.kubernetes_version) or {}
+    known: Mapping[str, str] = kdm.system_images(config.kubernetes_version, recorded) or {}
     registry = default_registry(config)
     for field in dataclasses.fields(images):
         if field.name == "extra":

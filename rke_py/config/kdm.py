@@ -4,16 +4,18 @@
 in the file). KDM gives those lines the same service options (etcd 3.5 flags, `getKubeAPIOptions124`,
 `getKubeletOptions124`, `getKubeControllerOptions127`, `getSchedulerOptions124`), which rke-py renders for
 every version. The default is RKE v1.6.2's. Any other version works when cluster.yml's `system_images`
-names the images rke-py runs.
+names the images rke-py runs, or when the cluster's state records them (a cluster RKE built on it).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from functools import cache
 from importlib import resources
 from types import MappingProxyType
+from typing import NamedTuple
 
 DEFAULT_K8S_VERSION = "v1.30.4-rancher1-1"
 
@@ -47,9 +49,19 @@ def latest_per_minor() -> list[str]:
     return list(newest.values())
 
 
-def system_images(version: str) -> MappingProxyType[str, str] | None:
-    """The default images for `version`, or None when rke-py does not know it."""
-    return _table().get(version)
+class Recorded(NamedTuple):
+    """The images a cluster's state records for the version it runs: the table for a version rke-py does
+    not list (RKE's later lines, v1.31 and v1.32), so such a cluster is taken over on the images it runs."""
+
+    version: str
+    images: Mapping[str, str]
+
+
+def system_images(version: str, recorded: Recorded | None = None) -> Mapping[str, str] | None:
+    """The default images for `version`, or None when rke-py does not know it and no state records them."""
+    if (listed := _table().get(version)) is not None:
+        return listed
+    return recorded.images if recorded and recorded.version == version and recorded.images else None
 
 
 _VERSION = re.compile(

@@ -19,7 +19,7 @@ from rke_py.plan import build_plan, encryption
 from rke_py.plan.components import REGISTRY, Component
 from rke_py.plan.model import ClusterPlan
 from rke_py.plan.rbac import rbac_objects
-from rke_py.state import ClusterState, nodes_from_rke_json, read_state, state_path_for
+from rke_py.state import ClusterState, nodes_from_rke_json, read_state, recorded_images, state_path_for
 
 
 @dataclass
@@ -80,8 +80,8 @@ def prepare(
     plan), not in one that only reads it. `custom_certs`: the directory of the user's own certificates,
     used as they are once every one is checked."""
     config_path = Path(config_path)
-    loaded = config_pkg.load(config_path, strict=strict)
     state = read_state(state_path_for(config_path)) or ClusterState()
+    loaded = config_pkg.load(config_path, strict=strict, recorded=recorded_images(state.current.rke_config))
     running = str(state.current.rke_config.get("kubernetesVersion") or "")
     encrypting = state.current.encryption_config
     rotate_key = rotate_key or (changing and loaded.config.rotate_encryption_key and bool(encrypting))

@@ -13,7 +13,7 @@ from rke_py.config import kdm, load_text
 from rke_py.config.upgrade import version_problems
 from rke_py.deploy.desired import prepare
 from rke_py.errors import ConfigError, UsageError
-from rke_py.state import ClusterState, State, write_state
+from rke_py.state import ClusterState, State, json_name, write_state
 
 CLUSTER = "nodes: [{address: 10.0.0.1, user: root, role: [etcd, controlplane, worker]}]\nkubernetes_version: "
 
@@ -96,3 +96,53 @@ def test_up_refuses_a_downgrade_before_any_host_is_touched(tmp_path: Path):
         ConfigError, match=r"cluster\.yml:2:1: kubernetes_version v1\.28\.7-rancher1-1 is older"
     ):
         prepare(path)
+
+
+LATER = "v1.32.5-rancher1-1"  # RKE v1.7's line: no table in rke-py
+
+
+def later_state(tmp_path: Path, **changed: str) -> dict[str, str]:
+    """A state as RKE writes it for a version rke-py does not list: rkeConfig holds every image it ran."""
+    images = {
+        **kdm.system_images(kdm.latest_per_minor()[-1]),
+        "kubernetes": "rancher/hyperkube:v1.32.5-rancher1",
+        "etcd": "rancher/mirrored-coreos-etcd:v3.5.16",
+        **changed,
+    }
+    rke_config = {"kubernetesVersion": LATER, "systemImages": {json_name(k): v for k, v in images.items()}}
+    write_state(tmp_path / "cluster.rkestate", ClusterState(current=State(rke_config=rke_config)))
+    (tmp_path / "cluster.yml").write_text(CLUSTER + LATER)
+    return images
+
+
+def test_a_version_rke_py_does_not_list_runs_on_the_images_its_state_records(tmp_path: Path):
+    images = later_state(tmp_path)
+    desired = prepare(tmp_path / "cluster.yml")
+    (node,) = desired.plan.nodes
+    assert node.container("kube-apiserver").image == images["kubernetes"]
+    assert node.container("etcd").image == images["etcd"]
+    # all but the snapshot container, which runs the rke-tools of the tool's default version, as RKE's does
+    ran = {c.image for c in node.containers if c.name != "etcd-rolling-snapshots"}
+    assert ran <= set(images.values()), ran - set(images.values())
+    result = run("validate", "--config", str(tmp_path / "cluster.yml"))
+    assert result.exit_code == 0, result.output
+
+
+def test_without_its_state_that_version_needs_system_images(tmp_path: Path):
+    later_state(tmp_path)
+    (tmp_path / "cluster.rkestate").unlink()
+    with pytest.raises(ConfigError, match=r"rke-py has no images for v1\.32\.5-rancher1-1"):
+        prepare(tmp_path / "cluster.yml")
+
+
+def test_recorded_images_are_for_the_recorded_version_only(tmp_path: Path):
+    later_state(tmp_path)
+    (tmp_path / "cluster.yml").write_text(CLUSTER + "v1.32.6-rancher1-1")  # an upgrade: its images unknown
+    with pytest.raises(ConfigError, match=r"rke-py has no images for v1\.32\.6-rancher1-1"):
+        prepare(tmp_path / "cluster.yml")
+
+
+def test_a_recorded_image_that_is_not_an_image_reference_is_not_run(tmp_path: Path):
+    later_state(tmp_path, kubernetes="rancher/hyperkube:v1.32.5;reboot")
+    with pytest.raises(ConfigError, match="system_images must name kubernetes"):
+        prepare(tmp_path / "cluster.yml")
