@@ -94,6 +94,7 @@ class RotateProxy(_Change):
     kind: ClassVar[str] = "rotate-proxy"
     conf: FileSpec = field(compare=False)
     reason: str = ""
+    rkes: bool = False  # RKE's proxy, kept: the configuration is written inside it
     phase = "control"
 
     @property

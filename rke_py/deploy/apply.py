@@ -120,9 +120,10 @@ class Applier:
                 self._pull(target, image)
             case a.RemoveContainer(id=cid):
                 docker.remove(cid)
-            case a.RotateProxy(conf=conf):
-                target.host.write_files([conf])
-                code, output = docker.exec(nginx_proxy.NAME, nginx_proxy.reload_command())
+            case a.RotateProxy(conf=conf, rkes=rkes):
+                if not rkes:
+                    target.host.write_files([conf])
+                code, output = docker.exec(nginx_proxy.NAME, nginx_proxy.reload_command(conf, rkes))
                 if code != 0:
                     raise DockerError(f"nginx reload failed: {output.strip()}")
             case a.RestoreContainer(name=name, id=cid, broken_id=broken):

@@ -18,6 +18,7 @@ from rke_py.deploy.actions import (
     WriteFile,
 )
 from rke_py.deploy.facts import HostFacts, ObservedContainer
+from rke_py.plan import nginx_proxy
 from rke_py.plan.components import REGISTRY, Component, leftover_reason, parked
 from rke_py.plan.model import ContainerSpec, FileSpec, NodePlan
 
@@ -87,9 +88,12 @@ def _container_action(
 def _runs_as_planned(spec: ContainerSpec, seen: ObservedContainer, written: set[str], new: set[str]) -> bool:
     """Whether a container RKE started runs what rke-py would start, with the same files and volumes: it
     is then kept as it is (a cluster taken over restarts only what must change)."""
+    if seen.config is None:
+        return False
+    if spec.name == nginx_proxy.NAME and seen.config == nginx_proxy.rkes_run_config(spec, seen.image_env):
+        return True  # RKE's proxy for the same apiservers: it reads no file of the host's
     return (
-        seen.config is not None
-        and seen.config == spec.run_config(seen.image_env)
+        seen.config == spec.run_config(seen.image_env)
         and not written & set(spec.files)
         and not new & set(spec.volumes_from)
     )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,12 +74,13 @@ def schedule(
     nodes: Sequence[Node],
     host_actions: dict[str, list[a.HostAction]],
     registered: dict[str, dict[str, Any]] | None,
-    proxies: Sequence[Node] = (),
+    proxies: Mapping[str, bool] | None = None,
     unreachable: int = 0,
     together: bool = False,
 ) -> list[Batch]:
     """The batches of `plane`, in order: new containers only first (together), then the rolling batches,
-    controlplane hosts before the others. `proxies`: nodes whose running nginx-proxy is kept.
+    controlplane hosts before the others. `proxies`: the addresses of nodes with a running nginx-proxy,
+    each saying whether it is RKE's.
 
     As RKE, workers that are NotReady already are changed first, all together (they serve nothing now), and
     count against max_unavailable_worker with the `unreachable` ones: the other batches are that much
@@ -112,7 +113,7 @@ def schedule(
         if batch.rolling and not batch.not_ready and plane == "worker":
             _around(config, batch, registered or {})
         if batch.rolling and plane == "control":
-            _rotate(config, batch, host_actions, proxies)
+            _rotate(config, batch, host_actions, proxies or {})
     return batches
 
 
@@ -132,7 +133,10 @@ def not_ready(
 
 
 def _rotate(
-    config: ClusterConfig, batch: Batch, host_actions: dict[str, list[a.HostAction]], proxies: Sequence[Node]
+    config: ClusterConfig,
+    batch: Batch,
+    host_actions: dict[str, list[a.HostAction]],
+    proxies: Mapping[str, bool],
 ) -> None:
     """A proxy connects before it knows whether an apiserver is ready (a new one answers 403 until its
     authorizers synced), so the proxies stop using the batch's apiservers while they are replaced."""
@@ -146,11 +150,13 @@ def _rotate(
     )
     if not replaced:
         return
-    out = FileSpec(nginx_proxy.conf_path(config), nginx_proxy.render(config, replaced).encode(), 0o644)
-    back = FileSpec(out.path, nginx_proxy.render(config).encode(), 0o644)
-    for node in proxies:
-        batch.proxies_out.append((node.address, a.RotateProxy(out, f"{', '.join(replaced)} out of rotation")))
-        batch.proxies_back.append((node.address, a.RotateProxy(back, f"{', '.join(replaced)} back")))
+    for address, rkes in proxies.items():
+        path = nginx_proxy.RKE_CONF if rkes else nginx_proxy.conf_path(config)
+        out = FileSpec(path, nginx_proxy.render(config, replaced, rkes).encode(), 0o644)
+        back = FileSpec(path, nginx_proxy.render(config, (), rkes).encode(), 0o644)
+        which = ", ".join(replaced)
+        batch.proxies_out.append((address, a.RotateProxy(out, f"{which} out of rotation", rkes)))
+        batch.proxies_back.append((address, a.RotateProxy(back, f"{which} back", rkes)))
 
 
 def _around(config: ClusterConfig, batch: Batch, registered: dict[str, dict[str, Any]]) -> None:

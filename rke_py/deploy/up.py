@@ -130,13 +130,13 @@ class Connect(Phase):
             log.warning("%s: NotReady: changed first, counted against max_unavailable_worker", address)
         r.host_actions = r.session.host_actions()
         r.cluster_actions = r.session.cluster_actions(registered)
-        proxies = [  # running proxies this run keeps: they can take apiservers out of rotation
-            n
+        proxies = {  # running proxies, and whether each is RKE's: they take apiservers out of rotation
+            n.address: not seen.spec_hash
             for n in r.reachable
             if (seen := r.session.targets[n.address].facts.containers.get(nginx_proxy.NAME)) is not None
             and seen.running
             and r.desired.plan.node(n.address).container(nginx_proxy.NAME) is not None
-        ]
+        }
         for plane in PLANES[1:]:
             nodes = [n for n in r.reachable if r.desired.plan.node(n.address).in_plane(plane)]
             r.batches[plane] = rolling.schedule(

@@ -2,19 +2,23 @@
 
 Unlike RKE (confd inside rke-tools renders the config from `CP_HOSTS`), rke-py renders nginx.conf itself and
 bind-mounts it, so the file is visible, testable, and its hash decides when the proxy is replaced. Stock
-nginx is enough; the image only needs the stream module.
+nginx is enough; the image only needs the stream module. A proxy RKE started for the same apiservers is kept
+(replacing it would cut the node off the API for a moment): rke-py then writes the configuration inside it.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 from rke_py.config.schema import ClusterConfig
 from rke_py.plan.common import host_path
-from rke_py.plan.model import ContainerSpec, FileSpec
+from rke_py.plan.model import ContainerSpec, FileSpec, RunConfig
 from rke_py.templating import template
 
 NAME = "nginx-proxy"
 CONF_DIR = "/etc/kubernetes/nginx-proxy"  # on the host, under prefix_path
 MOUNT_DIR = "/etc/nginx/rke-py"  # in the container
+RKE_CONF = "/etc/nginx/nginx.conf"  # in RKE's proxy, where confd renders it from CP_HOSTS on start
 
 
 def apiservers(config: ClusterConfig) -> list[str]:
@@ -27,16 +31,29 @@ def apiservers(config: ClusterConfig) -> list[str]:
 FAIL_TIMEOUT = 2
 
 
-def render(config: ClusterConfig, down: tuple[str, ...] = ()) -> str:
-    """nginx.conf; apiservers in `down` are out of rotation while a rolling change replaces them."""
+def render(config: ClusterConfig, down: tuple[str, ...] = (), rkes: bool = False) -> str:
+    """nginx.conf; apiservers in `down` are out of rotation while a rolling change replaces them. `rkes`:
+    for RKE's proxy, which listens on every address and keeps nginx's own pid file."""
     return template("nginx.conf.j2").render(
-        apiservers=apiservers(config), fail_timeout=FAIL_TIMEOUT, down=down
+        apiservers=apiservers(config), fail_timeout=FAIL_TIMEOUT, down=down, rkes=rkes
     )
 
 
-def reload_command() -> list[str]:
-    """Makes the running proxy read its nginx.conf again; connections in flight are kept."""
+def reload_command(conf: FileSpec, rkes: bool = False) -> list[str]:
+    """Makes the running proxy read its nginx.conf again; connections in flight are kept. RKE's proxy
+    reads no file of the host's: `conf` is written inside it first."""
+    if rkes:
+        script = f'printf %s "$1" > {RKE_CONF} && exec nginx -s reload'
+        return ["sh", "-c", script, "sh", conf.content.decode()]
     return ["nginx", "-c", f"{MOUNT_DIR}/nginx.conf", "-s", "reload"]
+
+
+def rkes_run_config(spec: ContainerSpec, image_env: frozenset[str]) -> RunConfig:
+    """What the proxy RKE starts for the same apiservers runs (`BuildProxyProcess`): rke-tools' nginx-proxy
+    entrypoint, given CP_HOSTS also as its argument, and no bind."""
+    return dataclasses.replace(
+        spec.run_config(image_env), entrypoint=("nginx-proxy",), command=spec.env, binds=frozenset()
+    )
 
 
 def conf_path(config: ClusterConfig) -> str:

@@ -504,3 +504,26 @@ def test_a_cluster_rke_built_is_taken_over_keeping_every_container_that_runs_wha
         "10.0.0.2 start kube-proxy",
     ]
     assert cluster.up().changed == 0
+
+
+def test_rkes_proxy_is_kept_and_takes_apiservers_out_of_rotation_through_its_own_conf(tmp_path):
+    """On a cluster RKE built, the workers' proxies are RKE's: kept (replacing one cuts its node off the
+    API), and rotated by writing the configuration inside them, where RKE's nginx reads it."""
+    five = FIVE_NODES.replace("      - {address: 10.0.0.5, user: root, role: [worker]}\n", "")
+    cluster = Cluster(tmp_path, five)
+    cluster.up()
+    proxy = next(c for c in cluster.host("10.0.0.4").docker.by_id.values() if c.name == "nginx-proxy")
+    proxy.labels = {"io.rancher.rke.container.name": "nginx-proxy"}
+    proxy.spec = dataclasses.replace(
+        proxy.spec, entrypoint=("nginx-proxy",), command=proxy.spec.env, binds=(), files=()
+    )
+    assert cluster.plan().host_actions["10.0.0.4"] == []
+    cluster.write(five + "    services: {kube-api: {extra_args: {v: '3'}}}\n")
+    cluster.world.events.clear()
+    cluster.up()
+    reloads = [e for e in cluster.world.events if e.startswith("10.0.0.4 exec nginx-proxy")]
+    assert len(reloads) == 6, reloads  # out of rotation and back, for each of the three apiservers
+    assert all("> /etc/nginx/nginx.conf && exec nginx -s reload" in e for e in reloads), reloads[0]
+    assert "server 10.0.0.1:6443 max_fails=1 fail_timeout=2s down;" in reloads[0]
+    assert "listen 6443;" in reloads[0] and "pid " not in reloads[0]  # RKE's nginx keeps its own pid file
+    assert proxy.id in cluster.host("10.0.0.4").docker.by_id  # never replaced

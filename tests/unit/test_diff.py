@@ -109,6 +109,23 @@ def test_rkes_container_is_replaced_when_a_file_it_reads_or_a_volume_it_starts_f
     ]
 
 
+def test_rkes_proxy_for_the_same_apiservers_is_kept_though_rke_py_writes_its_own_conf():
+    """Replacing it would cut the node off the API for a moment; RKE's proxy reads no file of the host's."""
+    proxy = dataclasses.replace(PROXY, entrypoint=("nginx", "-c", "x"), env=("CP_HOSTS=10.0.0.1,10.0.0.2",))
+    plan = worker_plan()
+    plan.placed[0] = Placed("worker", proxy)
+    facts = matching_facts(plan)
+    del facts.file_hashes[CONF.path]  # a cluster RKE built: rke-py's nginx.conf is new
+    shown = dataclasses.replace(
+        proxy.run_config(), entrypoint=("nginx-proxy",), command=proxy.env, binds=frozenset()
+    )
+    facts.containers["nginx-proxy"] = ObservedContainer("nginx-proxy", "r", proxy.image, True, "", shown)
+    assert kinds(diff_host(plan, facts)) == [("write-file", CONF.path)]
+    elsewhere = dataclasses.replace(shown, command=("CP_HOSTS=10.0.0.1",))
+    facts.containers["nginx-proxy"] = ObservedContainer("nginx-proxy", "r", proxy.image, True, "", elsewhere)
+    assert kinds(diff_host(plan, facts)) == [("write-file", CONF.path), ("replace", "nginx-proxy")]
+
+
 def test_a_component_the_node_no_longer_needs_is_removed_first():
     plan = worker_plan()
     facts = matching_facts(plan)
