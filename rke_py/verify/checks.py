@@ -1,4 +1,6 @@
-"""Prove the cluster works: etcd, apiservers, every node's proxy, leader leases, nodes.
+"""Prove the cluster works: etcd, apiservers, every node's proxy, leader leases, nodes, and that a user's
+first pod is taken (every namespace the cluster was made with has its ServiceAccount and root CA, and the
+admission chain admits a pod).
 
 Read-only. Each check is a row in the Report, so `status` and the end of `up` show the same thing.
 """
@@ -22,12 +24,21 @@ from rke_py.plan.model import ClusterPlan, NodePlan
 from rke_py.verify.health import probe
 
 LEASES = ("kube-controller-manager", "kube-scheduler")
+NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")  # what a new cluster has
+# A pod any Pod Security level admits, sent with dryRun: admission runs, nothing is stored or scheduled.
+_RESTRICTED = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "runAsNonRoot": True,
+    "runAsUser": 65535,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
 BESIDE = 8  # a node's probes and file hashes at once: more than any node has (threads start as needed)
 
 
 @dataclass
 class Check:
-    name: str  # etcd, kube-apiserver, nginx-proxy, lease, node
+    name: str  # etcd, kube-apiserver, nginx-proxy, lease, node, addon, namespace, pod
     target: str  # host address or object name
     ok: bool
     detail: str
@@ -103,12 +114,56 @@ def _cluster_checks(
     api: KubeAPI,
     workloads: Sequence[tuple[str, dict[str, Any]]],
 ) -> Report:
-    """What the API answers: the leader leases, the Nodes, the add-ons' rollouts."""
+    """What the API answers: the leader leases, the Nodes, the add-ons' rollouts, the namespaces' accounts
+    and a pod's admission."""
     report = Report()
     _check_leases(report, config, hostnames, api)
     _check_nodes(report, config, api)
     report.checks += [_rollout(addon, workload, api) for addon, workload in workloads]
+    report.checks += [_namespace(ns, api) for ns in NAMESPACES]
+    report.checks.append(_first_pod(config, api))
     return report
+
+
+def _namespace(ns: str, api: KubeAPI) -> Check:
+    """The controller-manager gives a namespace its `default` ServiceAccount and the cluster's CA as
+    `kube-root-ca.crt` a moment after it leads: until then every pod there is refused."""
+    missing = []
+    try:
+        for what, path in (
+            ("ServiceAccount default", f"/api/v1/namespaces/{ns}/serviceaccounts/default"),
+            ("ConfigMap kube-root-ca.crt", f"/api/v1/namespaces/{ns}/configmaps/kube-root-ca.crt"),
+        ):
+            if api.find(path) is None:
+                missing.append(what)
+    except KubeAPIError as exc:
+        return Check("namespace", ns, False, str(exc))
+    if missing:
+        return Check("namespace", ns, False, f"no {' or '.join(missing)} yet: pods there are refused")
+    return Check("namespace", ns, True, "ServiceAccount default and kube-root-ca.crt")
+
+
+def _first_pod(config: ClusterConfig, api: KubeAPI) -> Check:
+    """A user's first `kubectl run` in `default`, as the admission chain answers it (dry run)."""
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "rke-py-first-pod"},
+        "spec": {
+            "containers": [
+                {
+                    "name": "pause",
+                    "image": config.system_images.pod_infra_container,
+                    "securityContext": _RESTRICTED,
+                }
+            ]
+        },
+    }
+    try:
+        api.request("POST", "/api/v1/namespaces/default/pods?dryRun=All", pod)
+    except KubeAPIError as exc:
+        return Check("pod", "default", False, f"a pod is refused: {exc}")
+    return Check("pod", "default", True, "a pod is admitted")
 
 
 def _rollout(addon: str, workload: dict[str, Any], api: KubeAPI) -> Check:

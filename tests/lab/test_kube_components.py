@@ -329,6 +329,23 @@ def _acquired(proc: subprocess.Popen) -> bool:
     return b"successfully acquired lease" in proc.log_path.read_bytes()  # type: ignore[attr-defined]
 
 
+POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "first"}}
+POD["spec"] = {"containers": [{"name": "c", "image": "registry.lab/pause:3.9"}]}
+
+
+def test_a_pod_is_refused_while_its_namespace_has_no_default_service_account(cluster: Cluster) -> None:
+    """Before any controller-manager ran, as on a cluster `up` has just made: the error a user's first
+    `kubectl run` met (the real apiserver's words)."""
+    code, _ = cluster.admin("POST", "/api/v1/namespaces", {"metadata": {"name": "early"}})
+    assert code == 201
+    code, body = cluster.admin("POST", "/api/v1/namespaces/early/pods", POD)
+    assert (code, body["message"]) == (
+        403,
+        'pods "first" is forbidden: error looking up service account early/default: '
+        'serviceaccount "default" not found',
+    )
+
+
 @pytest.fixture(scope="module")
 def controller_managers(lab: Lab, cluster: Cluster) -> list[subprocess.Popen]:
     """Two kube-controller-managers with RKE's flags and the default election timing."""
@@ -375,6 +392,17 @@ def test_one_controller_manager_leads_and_the_other_takes_over(
     lease = cluster.admin("GET", leases_path("kube-system", "kube-controller-manager"))[1]
     assert lease["spec"]["leaseTransitions"] == 1
     assert lease["spec"]["leaseDurationSeconds"] == 15
+
+
+def test_the_controller_manager_gives_each_namespace_its_account_and_root_ca_then_pods_are_admitted(
+    lab: Lab, cluster: Cluster, controller_managers: list[subprocess.Popen]
+) -> None:
+    account = "/api/v1/namespaces/early/serviceaccounts/default"
+    wait_for("the default ServiceAccount", lambda: cluster.admin("GET", account)[0] == 200, 10)
+    code, published = cluster.admin("GET", "/api/v1/namespaces/early/configmaps/kube-root-ca.crt")
+    assert (code, published["data"]["ca.crt"]) == (200, lab.ca.path.read_text())
+    code, pod = cluster.admin("POST", "/api/v1/namespaces/early/pods", POD)
+    assert (code, pod["spec"]["serviceAccountName"]) == (201, "default")
 
 
 def _node_ready(admin: Client, name: str) -> str:

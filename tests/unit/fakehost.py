@@ -29,6 +29,7 @@ from rke_py.hosts.base import Completed, DockerContainer, DockerError
 from rke_py.kube.api import KubeAPI, KubeAPIError
 from rke_py.lab.kube.resources import resource_list
 from rke_py.plan.model import ContainerSpec, FileSpec, RunConfig
+from rke_py.verify.checks import NAMESPACES
 
 _ids = itertools.count(1)
 
@@ -261,6 +262,13 @@ class FakeKube(KubeAPI):
         self.waiting: list[Node] = []
         self.refused: list[str] = []  # nodes that tried to register before they were allowed to
         self.events: list[str] = []  # the World's event log once it owns this API
+        for ns in NAMESPACES:  # what the controller-manager gives each namespace of a new cluster
+            self.objects[f"/api/v1/namespaces/{ns}/serviceaccounts/default"] = {
+                "metadata": {"name": "default"}
+            }
+            self.objects[f"/api/v1/namespaces/{ns}/configmaps/kube-root-ca.crt"] = {
+                "metadata": {"name": "kube-root-ca.crt"}
+            }
 
     def nodes_allowed(self) -> bool:
         binding = self.objects.get("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/system:node")
@@ -334,6 +342,11 @@ class FakeKube(KubeAPI):
             return body
         if method == "GET" and base in self.objects:
             return self.objects[base]
+        if method == "POST" and query == "dryRun=All" and base.endswith("/pods"):  # admission alone
+            ns = base.split("/")[4]
+            if f"/api/v1/namespaces/{ns}/serviceaccounts/default" not in self.objects:
+                raise KubeAPIError(f"{method} {base}: HTTP 403: error looking up service account", 403)
+            return body
         raise KubeAPIError(f"{method} {path}: HTTP 404: not found", 404)
 
 

@@ -22,6 +22,11 @@ from rke_py.lab.kube.resources import Resource
 from rke_py.lab.kube.token_webhook import TokenWebhook
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+# Controllers the lab's controller-manager runs as their own service accounts, as the real one does with
+# --use-service-account-credentials. The real one authenticates with each account's token; the lab one has
+# none, so it names the controller at the end of its User-Agent (as the real one's does) and is taken
+# for that account. RBAC then judges the account, as it would judge the real one's.
+SA_CREDENTIALS = ("service-account-controller", "root-ca-cert-publisher")
 _FILE_FLAGS = (
     "admission-control-config-file",
     "audit-policy-file",
@@ -184,6 +189,15 @@ class Authorizer:
         return False
 
 
+def _with_controller_credentials(user: User | None, agent: str) -> User | None:
+    """The lab controller-manager's request for a controller in SA_CREDENTIALS, as that account's."""
+    controller = agent.rpartition("/")[2]
+    if user is None or user.name != "system:kube-controller-manager" or controller not in SA_CREDENTIALS:
+        return user
+    groups = ("system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated")
+    return User(f"system:serviceaccount:kube-system:{controller}", groups)
+
+
 class ApiServer:
     def __init__(self, flags: Flags) -> None:
         self.flags = flags
@@ -258,6 +272,8 @@ class ApiServer:
                 )
         else:
             meta.pop("namespace", None)
+        if res.plural == "pods":
+            self._service_account_admission(ns, obj)
         meta.pop("resourceVersion", None)
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = objects.now_rfc3339()
@@ -274,6 +290,24 @@ class ApiServer:
             raise ApiStatus(409, "AlreadyExists", f'{res.qualified} "{name}" already exists', details)
         meta["resourceVersion"] = str(revision)
         return obj
+
+    def _service_account_admission(self, ns: str, pod: dict) -> None:
+        """The ServiceAccount admission plugin: a pod runs as a ServiceAccount that exists (`default` when it
+        names none; a static pod's mirror excepted). A cluster's first pod is refused until the
+        controller-manager made the namespace's `default`."""
+        meta = pod["metadata"]
+        if "kubernetes.io/config.mirror" in (meta.get("annotations") or {}):
+            return
+        spec = pod.setdefault("spec", {})
+        account = spec.get("serviceAccountName") or spec.get("serviceAccount") or "default"
+        spec["serviceAccountName"] = account
+        accounts = resources.lookup("", "v1", "serviceaccounts", True)
+        if accounts is not None and self.etcd.get(accounts.key(self.prefix, ns, account)) is None:
+            message = (
+                f'pods "{meta["name"]}" is forbidden: error looking up service account {ns}/{account}: '
+                f'serviceaccount "{account}" not found'
+            )
+            raise ApiStatus(403, "Forbidden", message)
 
     def _ns_key(self, ns: str) -> str:
         return resources.lookup("", "v1", "namespaces", False).key(self.prefix, "", ns)
@@ -578,6 +612,7 @@ class Handler(serve.Handler):
         try:
             peer = serve.peer_identity(self.connection)
             user = User(*peer) if peer else self._bearer()
+            user = _with_controller_credentials(user, self.headers.get("User-Agent") or "")
             if user is None:
                 if not self.api.anonymous:
                     raise ApiStatus(401, "Unauthorized", "Unauthorized")

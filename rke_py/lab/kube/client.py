@@ -77,8 +77,9 @@ def context_from_kubeconfig(path: str) -> tuple[str, ssl.SSLContext]:
 class KubeClient:
     """JSON requests to one apiserver; one keep-alive connection per thread."""
 
-    def __init__(self, kubeconfig_path: str) -> None:
+    def __init__(self, kubeconfig_path: str, user_agent: str = "rke-py-lab") -> None:
         server, self._context = context_from_kubeconfig(kubeconfig_path)
+        self._user_agent = user_agent
         url = urllib.parse.urlsplit(server)
         self._host, self._port = url.hostname, url.port or 443
         self._base = url.path.rstrip("/")
@@ -98,7 +99,7 @@ class KubeClient:
     ) -> dict:
         """The decoded JSON answer; ApiError for any non-2xx answer or a connection failure."""
         data = json.dumps(body).encode() if body is not None else None
-        headers = {"Accept": "application/json", "User-Agent": "rke-py-lab"}
+        headers = {"Accept": "application/json", "User-Agent": self._user_agent}
         if data is not None:
             headers["Content-Type"] = content_type
         for attempt in (1, 2):

@@ -1,11 +1,13 @@
 """kube-controller-manager and kube-scheduler stand-ins: leader election on their Lease, /healthz over
-HTTPS, and (controller-manager) the node lifecycle check that marks silent nodes NotReady."""
+HTTPS, and (controller-manager) the node lifecycle check that marks silent nodes NotReady, and in every
+namespace the `default` ServiceAccount and the `kube-root-ca.crt` ConfigMap a pod needs."""
 
 import os
 import threading
 import time
+from pathlib import Path
 
-from rke_py.lab.kube import log, objects, serve
+from rke_py.lab.kube import VERSION, log, objects, serve
 from rke_py.lab.kube.client import ApiError, KubeClient, serving_context
 from rke_py.lab.kube.flags import FlagError, Flags
 from rke_py.lab.kube.leaderelection import ElectionConfig, LeaderElector, identity
@@ -26,6 +28,7 @@ _FILE_FLAGS = (
     "config",
 )
 _NODE_MONITOR_PERIOD = 5.0
+_PUBLISH_PERIOD = 1.0  # the real controllers watch namespaces; a second is as near as a poll gets
 
 
 def _validate(component: str, flags: Flags) -> None:
@@ -76,18 +79,62 @@ def _mark_silent_nodes(client: KubeClient, grace: float) -> None:
             log.warning(f"updating status of node {name}: {exc}")
 
 
+def _publish_to_namespaces(client: KubeClient, as_controller: dict[str, KubeClient], root_ca: str) -> None:
+    """The serviceaccount and root-ca-cert-publisher controllers: each namespace gets its `default`
+    ServiceAccount (pods are refused without it) and the cluster's CA as `kube-root-ca.crt`, each made as
+    its controller's service account (`as_controller`: plural -> that controller's client)."""
+    wanted = {
+        "serviceaccounts": {"metadata": {"name": "default"}},
+        "configmaps": {"metadata": {"name": "kube-root-ca.crt"}, "data": {"ca.crt": root_ca}},
+    }
+    have = {
+        plural: {
+            (item["metadata"]["namespace"], item["metadata"]["name"])
+            for item in client.get(f"/api/v1/{plural}")["items"]
+        }
+        for plural in wanted
+    }
+    for namespace in client.get("/api/v1/namespaces")["items"]:
+        ns = namespace["metadata"]["name"]
+        if (namespace.get("status") or {}).get("phase") == "Terminating":
+            continue
+        for plural, body in wanted.items():
+            if (ns, body["metadata"]["name"]) in have[plural]:
+                continue
+            try:
+                as_controller[plural].create(f"/api/v1/namespaces/{ns}/{plural}", body)
+                log.info(f"created {plural[:-1]} {ns}/{body['metadata']['name']}")
+            except ApiError as exc:
+                if exc.status != 409:  # made meanwhile; anything else waits for the next round
+                    log.warning(f"creating {plural[:-1]} in {ns}: {exc}")
+
+
 def _controllers(component: str, client: KubeClient, flags: Flags) -> None:
     if component != "kube-controller-manager":
         return
     grace = float(flags.get("node-monitor-grace-period", 40.0))
     period = float(flags.get("node-monitor-period", _NODE_MONITOR_PERIOD))
+    root_ca_file = flags.get("root-ca-file")
+    root_ca = Path(str(root_ca_file)).read_text() if root_ca_file else ""
+    kubeconfig = str(flags.get("kubeconfig"))
+    as_controller = {  # the User-Agent names the controller, as the real one's does
+        plural: KubeClient(kubeconfig, f"kube-controller-manager/{VERSION}/{controller}")
+        for plural, controller in (
+            ("serviceaccounts", "service-account-controller"),
+            ("configmaps", "root-ca-cert-publisher"),
+        )
+    }
     log.info(f"starting node lifecycle controller (grace period {grace:g}s)")
+    last_check = 0.0
     while True:
         try:
-            _mark_silent_nodes(client, grace)
+            _publish_to_namespaces(client, as_controller, root_ca)
+            if time.monotonic() - last_check >= period:
+                _mark_silent_nodes(client, grace)
+                last_check = time.monotonic()
         except ApiError as exc:
-            log.warning(f"node lifecycle controller: {exc}")
-        time.sleep(period)
+            log.warning(f"controllers: {exc}")
+        time.sleep(_PUBLISH_PERIOD)
 
 
 def run(component: str, flags: Flags) -> None:

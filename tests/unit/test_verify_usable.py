@@ -1,0 +1,34 @@
+"""`up` exits 0 only when a user's first command works: the namespaces' accounts and root CA are there, and
+a pod is admitted. Until the controller-manager made them, a `kubectl run` is refused."""
+
+from __future__ import annotations
+
+from rke_py.config.schema import ClusterConfig
+from rke_py.verify.checks import NAMESPACES, _cluster_checks
+from tests.unit.fakehost import FakeKube
+
+
+def usable(api: FakeKube) -> dict[tuple[str, str], tuple[bool, str]]:
+    report = _cluster_checks(ClusterConfig(), {}, api, [])
+    return {(c.name, c.target): (c.ok, c.detail) for c in report.checks if c.name in ("namespace", "pod")}
+
+
+def test_a_cluster_whose_controllers_did_their_work_takes_a_pod():
+    found = usable(FakeKube())
+    assert set(found) == {("namespace", ns) for ns in NAMESPACES} | {("pod", "default")}
+    assert all(ok for ok, _ in found.values()), found
+
+
+def test_until_the_default_account_exists_the_namespace_and_the_first_pod_fail_saying_why():
+    api = FakeKube()
+    del api.objects["/api/v1/namespaces/default/serviceaccounts/default"]
+    del api.objects["/api/v1/namespaces/kube-public/configmaps/kube-root-ca.crt"]
+    found = usable(api)
+    assert found[("namespace", "default")] == (False, "no ServiceAccount default yet: pods there are refused")
+    assert found[("namespace", "kube-public")] == (
+        False,
+        "no ConfigMap kube-root-ca.crt yet: pods there are refused",
+    )
+    ok, detail = found[("pod", "default")]
+    assert not ok and detail.startswith("a pod is refused: "), detail
+    assert found[("namespace", "kube-system")][0]
