@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,15 +112,10 @@ def kubectl(lab: Lab, *args: str, stdin: str | None = None) -> str:
     return done.stdout
 
 
-def default_service_account(lab: Lab, seconds: int = 60) -> str:
-    """The uid of namespace default's service account, which the controller-manager makes shortly after
-    `up`: pods cannot be created before it exists."""
-    for _ in range(seconds):
-        found = kubectl_run(lab, "get", "serviceaccount", "default", "-o", "jsonpath={.metadata.uid}")
-        if found.returncode == 0:
-            return found.stdout
-        time.sleep(1)
-    raise AssertionError(f"no default service account after {seconds} s: {found.stderr}")
+def pause_image(lab: Lab) -> str:
+    """The image every node has (the kubelet's pod infra image), for a pod that needs nothing else."""
+    args = json.loads(host_exec(lab, 0, "docker inspect -f '{{json .Args}}' kubelet"))
+    return next(a.split("=", 1)[1] for a in args if a.startswith("--pod-infra-container-image="))
 
 
 # Requests a probe makes ten times a second: the node's own Node object through its nginx-proxy, as its

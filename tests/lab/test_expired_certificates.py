@@ -22,7 +22,6 @@ from rke_py.state import read_state, write_state
 from tests.certs import ending_at
 from tests.lab.e2e import (
     cluster_args,
-    default_service_account,
     host_exec,
     kubectl,
     kubectl_run,
@@ -82,7 +81,6 @@ def kubeconfig(lab) -> Path:
 
 @pytest.mark.real_kubernetes
 def test_a_pod_runs_before_the_certificates_expire(lab):
-    default_service_account(lab)
     image = f"{lab.registry}/{lab.images['rke-tools']}"
     script = ("--command", "--", "sh", "-c", "echo witness > /tmp/w && echo started && sleep 3600")
     kubectl(lab, "run", "witness", f"--image={image}", "--restart=Never", *script)

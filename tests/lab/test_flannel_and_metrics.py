@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.lab.e2e import default_service_account, host_exec, kubectl, kubectl_run, own_lab, up
+from tests.lab.e2e import host_exec, kubectl, kubectl_run, own_lab, up
 
 pytestmark = [pytest.mark.lab, pytest.mark.real_kubernetes, pytest.mark.real_addons]
 
@@ -67,7 +67,6 @@ def test_flannel_runs_on_every_node_and_they_are_ready(lab):
 
 
 def test_a_pod_reaches_a_pod_on_another_node_through_vxlan(lab):
-    default_service_account(lab)
     ip = serve(lab, "web", 1)
     route = host_exec(lab, 0, f"ip route get {ip}")
     assert " dev flannel.1 " in route, route  # the other node's pod subnet is behind the VXLAN device

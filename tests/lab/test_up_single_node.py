@@ -20,11 +20,11 @@ from ruamel.yaml import YAML
 from tests.lab.e2e import (
     cluster_args,
     containers_on,
-    default_service_account,
     edit_cluster_yml,
     host_exec,
     kubectl,
     own_lab,
+    pause_image,
     rke_py,
     up,
 )
@@ -62,6 +62,10 @@ def test_up_builds_a_cluster_that_verifies_and_kubectl_can_use(lab):
     }
     assert {x["name"] for x in doc["verify"]["leases"]} == {"kube-controller-manager", "kube-scheduler"}
     assert set(containers_on(lab, 0)) == COMPONENTS
+    # a user's first command, at once: the namespace's ServiceAccount is there (up waited for it)
+    first = kubectl(lab, "run", "first", f"--image={pause_image(lab)}", "--restart=Never")
+    assert first.strip() == "pod/first created", first
+    kubectl(lab, "delete", "pod", "first", "--wait=false")
     node = lab.hosts[0].name
     assert f"{node}   Ready" in kubectl(lab, "get", "nodes")
     assert kubectl(lab, "get", "--raw", "/healthz").strip() == "ok"
@@ -106,7 +110,7 @@ def test_the_service_account_issuer_serves_oidc_discovery_and_tokens_issued_as_r
     assert json.loads(kubectl(lab, "get", "--raw", "/openid/v1/jwks"))["keys"]
     state = json.loads(Path(lab.cluster_yml).with_suffix(".rkestate").read_text())
     key_pem = state["currentState"]["certificatesBundle"]["kube-service-account-token"]["keyPEM"]
-    uid = default_service_account(lab)
+    uid = kubectl(lab, "get", "serviceaccount", "default", "-o", "jsonpath={.metadata.uid}")
     now = int(time.time())
     claims = {
         "iss": "rke",  # what RKE's clusters (and rke-py's before this issuer) signed as
