@@ -78,13 +78,7 @@ def pods(lab: Lab) -> dict[str, int]:
 @pytest.fixture(scope="module")
 def taken(tmp_path_factory) -> Iterator[dict]:
     with own_lab(tmp_path_factory, "take", 5) as lab:
-        built = subprocess.run(
-            [str(rke.rke_binary()), "up", "--config", str(lab.cluster_yml)],
-            capture_output=True,
-            text=True,
-            timeout=1800,
-        )
-        assert built.returncode == 0, built.stdout[-3000:]
+        rke.up(lab.cluster_yml)
         kubeconfig = Path(lab.cluster_yml).parent / f"kube_config_{Path(lab.cluster_yml).name}"
         rke_kubeconfig = shutil.copy(kubeconfig, kubeconfig.with_name("rke_kubeconfig.yml"))
         image = host_exec(lab, 0, "docker inspect -f '{{.Config.Image}}' service-sidekick").strip()
@@ -198,13 +192,7 @@ def test_rke_up_still_works_after_rke_py_changed_the_cluster(taken):
     changed = up(lab)
     assert changed.code == 0, changed.stderr
     before = running(lab)
-    again = subprocess.run(
-        [str(rke.rke_binary()), "up", "--config", str(lab.cluster_yml)],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    assert again.returncode == 0, again.stdout[-3000:]
+    rke.up(lab.cluster_yml)
     after = running(lab)
     print("\nrke up after rke-py replaced", sorted(k for k in before if after.get(k) != before[k]))
     nodes = kubectl(lab, "get", "nodes", "--no-headers").splitlines()

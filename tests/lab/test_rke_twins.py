@@ -4,7 +4,6 @@ that differs fails, but the departures the README lists."""
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -33,13 +32,7 @@ def twins(request, tmp_path_factory) -> Iterator[tuple[Lab, Lab]]:
         own_lab(tmp_path_factory, f"rke{nodes}", nodes) as by_rke,
         own_lab(tmp_path_factory, f"ours{nodes}", nodes) as by_rke_py,
     ):
-        built = subprocess.run(
-            [str(rke.rke_binary()), "up", "--config", str(by_rke.cluster_yml)],
-            capture_output=True,
-            text=True,
-            timeout=1800,
-        )
-        assert built.returncode == 0, built.stdout[-3000:]
+        rke.up(by_rke.cluster_yml)
         run = up(by_rke_py)
         assert run.code == 0, run.stderr
         yield by_rke, by_rke_py

@@ -12,7 +12,8 @@ import docker
 from cryptography import x509
 
 from rke_py.lab.state import Lab
-from tests.rke.rke import normal, shown
+from tests.rke.rke import differences as of_containers
+from tests.rke.rke import normal
 
 Container = dict[str, Any]
 DOCKER_CONFIG = "RKE_KUBELET_DOCKER_CONFIG="
@@ -94,18 +95,8 @@ def _certificate(lab: Lab, pem: bytes) -> str:
 
 def differences(rke: Lab, ours: Lab, index: int) -> list[str]:
     """Every field of every container, and every file, in which host `index` of the two labs differ."""
-    out = []
-    theirs, mine = containers(rke, index), containers(ours, index)
-    for name in sorted(set(theirs) | set(mine)):
-        if name not in theirs or name not in mine:
-            out.append(f"{index} {name}: only {'RKE' if name in theirs else 'rke-py'} has it")
-            continue
-        for field, value in theirs[name].items():
-            got = mine[name][field]
-            if field == "labels":
-                got = {k: v for k, v in got.items() if k in value}
-            if got != value:
-                out.append(f"{index} {name} {field}: RKE {shown(value, got)} rke-py {shown(got, value)}")
+    host = str(index)
+    out = of_containers({host: containers(rke, index)}, {host: containers(ours, index)})
     rke_files, our_files = files(rke, index), files(ours, index)
     for path in sorted(set(rke_files) | set(our_files)):
         if path not in rke_files or path not in our_files:

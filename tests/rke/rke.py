@@ -38,6 +38,14 @@ def rke_binary() -> Path:
     return workspace() / "bin" / "rke"
 
 
+def up(cluster_yml: str | Path) -> None:
+    """`rke up` on a lab's cluster.yml, as a pipeline calls it; its log's end when it fails."""
+    built = subprocess.run(
+        [str(rke_binary()), "up", "--config", str(cluster_yml)], capture_output=True, text=True, timeout=1800
+    )
+    assert built.returncode == 0, built.stdout[-3000:]
+
+
 def _gopath() -> str:
     return os.pathsep.join([str(workspace()), *([DEBIAN_GOCODE] if Path(DEBIAN_GOCODE).is_dir() else [])])
 
