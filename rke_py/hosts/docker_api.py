@@ -36,13 +36,22 @@ DIAL_STDIO_POOL = 3
 _BASE_URL = "http+docker://ssh-rke-py"
 
 
-def socket_hint(socket_path: str, user: str = "<user>") -> str:
-    return (
-        f"Unable to access the Docker socket ({socket_path}). Please check if the configured user can "
-        "execute `docker ps` on the node, and if the SSH server version is at least version 6.7 or higher. "
-        "If you are using RedHat/CentOS, you can't use the user `root`. A user other than root must be in "
-        f"the docker group: `sudo usermod -aG docker {user}` on the node, then connect again"
-    )
+def socket_problem(socket_path: str, user: str, cause: str, *, absent: bool = False) -> str:
+    """Why the node's Docker cannot be reached, cause first, then what fits this user (`absent`: no socket
+    at all): RKE's generic hint (RedHat's root, the docker group) said first hid a Docker not running."""
+    if absent:
+        advice = "Docker is not running, or listens elsewhere: start it on the node, or set docker_socket"
+    elif user == "root":
+        advice = (
+            "check that `docker ps` works for root on the node; on RedHat/CentOS root cannot use Docker over "
+            "SSH: connect as a user in the docker group"
+        )
+    else:
+        advice = (
+            f"{user} must be able to run `docker ps` on the node: `sudo usermod -aG docker {user}` there, "
+            "then connect again (sshd must be OpenSSH 6.7 or later)"
+        )
+    return f"cannot reach the Docker socket {socket_path}: {cause}; {advice}"
 
 
 class _ChannelHTTPConnection(SSHConnection):
@@ -144,11 +153,11 @@ def docker_client(
 ) -> HostDocker:
     """The Docker API of the node behind `conn`, talking to its `socket_path` (RKE's `docker_socket`).
 
-    `timeout` is the per-request HTTP timeout (RKE uses 50 s). Raises ConnectError with RKE's hint when
+    `timeout` is the per-request HTTP timeout (RKE uses 50 s). Raises ConnectError, cause first, when
     the socket cannot be reached.
     """
     socket_path = socket_path or DEFAULT_SOCKET
-    hint = socket_hint(socket_path, conn.target.user)
+    user = conn.target.user
     try:
         conn.open_unix(socket_path).close()
         kind, size = "streamlocal", STREAMLOCAL_POOL
@@ -161,7 +170,7 @@ def docker_client(
         # node which one it is before choosing the fallback.
         kind, size, open_channel = "dial-stdio", DIAL_STDIO_POOL, _dial_stdio(conn, socket_path, e, timeout)
     except paramiko.SSHException as e:
-        raise ConnectError(conn.host, "docker", f"{hint} ({e})") from None
+        raise ConnectError(conn.host, "docker", socket_problem(socket_path, user, str(e))) from None
     try:
         api = NodeAPIClient(
             _ChannelAdapter(open_channel, timeout, size),
@@ -170,7 +179,7 @@ def docker_client(
             timeout=timeout,
         )
     except docker.errors.DockerException as e:
-        raise ConnectError(conn.host, "docker", f"{hint} ({kind}: {e})") from None
+        raise ConnectError(conn.host, "docker", socket_problem(socket_path, user, f"{kind}: {e}")) from None
     return HostDocker(api)
 
 
@@ -180,23 +189,24 @@ def _dial_stdio(
     """Channels running `docker system dial-stdio`, if the node has the socket and the docker CLI."""
     quoted = shlex.quote(socket_path)
     probe = conn.run(f"test -S {quoted} || echo no-socket; command -v docker >/dev/null || echo no-cli")
+    user = conn.target.user
     if b"no-socket" in probe.stdout:
-        reason = f"there is no socket at {socket_path} on the node; is Docker running?"
-    elif b"no-cli" in probe.stdout:
-        reason = (
+        problem = socket_problem(socket_path, user, "there is no socket there", absent=True)
+        raise ConnectError(conn.host, "docker", problem)
+    if b"no-cli" in probe.stdout:
+        cause = (
             f"sshd refused to connect to it ({refused.text}: AllowStreamLocalForwarding off, or no "
             "permission), and the docker CLI is not installed on the node to use `docker system dial-stdio`"
         )
-    else:
-        command = f"DOCKER_HOST={shlex.quote('unix://' + socket_path)} docker system dial-stdio"
+        raise ConnectError(conn.host, "docker", socket_problem(socket_path, user, cause))
+    command = f"DOCKER_HOST={shlex.quote('unix://' + socket_path)} docker system dial-stdio"
 
-        def open_channel() -> paramiko.Channel:
-            chan = conn.opened(lambda t: t.open_session(timeout=timeout))
-            chan.exec_command(command)
-            return chan
+    def open_channel() -> paramiko.Channel:
+        chan = conn.opened(lambda t: t.open_session(timeout=timeout))
+        chan.exec_command(command)
+        return chan
 
-        return open_channel
-    raise ConnectError(conn.host, "docker", f"{socket_hint(socket_path, conn.target.user)} ({reason})")
+    return open_channel
 
 
 class HostDocker:

@@ -12,7 +12,7 @@ from rke_py.config.schema import BastionHost, ClusterConfig, Node
 from rke_py.deploy.targets import bastion_target, ssh_target
 from rke_py.errors import ConnectError, ExitStatus
 from rke_py.hosts.channels import split_url
-from rke_py.hosts.docker_api import socket_hint
+from rke_py.hosts.docker_api import socket_problem
 from rke_py.hosts.keys import PASSPHRASE_ENV, KeyLoader, KeyProblem, expand_home
 from rke_py.hosts.ssh import SSHTarget
 
@@ -193,14 +193,14 @@ def test_inline_key_problems_do_not_echo_the_key():
 # --- wording ------------------------------------------------------------------------------------------
 
 
-def test_docker_socket_hint_is_rkes_and_says_how_a_user_gets_docker():
-    hint = socket_hint("/var/run/docker.sock")
-    assert hint.startswith(
-        "Unable to access the Docker socket (/var/run/docker.sock). Please check if the configured user can "
-        "execute `docker ps` on the node, and if the SSH server version is at least version 6.7 or higher. "
-        "If you are using RedHat/CentOS, you can't use the user `root`."
-    )
-    assert "`sudo usermod -aG docker <user>`" in hint
+def test_a_docker_socket_problem_leads_with_its_cause_and_advises_what_fits_the_user():
+    stopped = socket_problem("/var/run/docker.sock", "root", "there is no socket there", absent=True)
+    assert stopped.startswith("cannot reach the Docker socket /var/run/docker.sock: there is no socket there")
+    assert "start it on the node" in stopped and "usermod" not in stopped and "RedHat" not in stopped
+    root = socket_problem("/var/run/docker.sock", "root", "open failed")
+    assert "RedHat/CentOS root cannot use Docker over SSH" in root and "usermod" not in root
+    user = socket_problem("/var/run/docker.sock", "ubuntu", "open failed")
+    assert "`sudo usermod -aG docker ubuntu`" in user
 
 
 @pytest.mark.parametrize(
