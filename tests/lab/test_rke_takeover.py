@@ -6,6 +6,7 @@ rolling rules (README, "Taking over a cluster RKE built"). Run with -s to see th
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 import subprocess
@@ -17,12 +18,22 @@ from pathlib import Path
 import pytest
 
 from rke_py.lab.state import Lab
-from tests.lab.e2e import edit_cluster_yml, host_exec, kubectl, own_lab, probe_failures, start_probe, up
+from tests.lab.e2e import (
+    cluster_args,
+    edit_cluster_yml,
+    host_exec,
+    kubectl,
+    own_lab,
+    probe_failures,
+    rke_py,
+    start_probe,
+    up,
+)
 from tests.rke import rke
 
 pytestmark = [pytest.mark.lab, pytest.mark.rke, pytest.mark.rancher_images]
 
-CP, WORKERS = (0, 1, 2), (3, 4)
+CP, WORKERS, SPARE = (0, 1, 2), (3, 4), 5
 NODE_PORT = 30080
 # what a takeover replaces, and why (the README's table): every other container is kept
 REPLACED = {
@@ -60,6 +71,8 @@ def running(lab: Lab) -> dict[tuple[int, str], tuple[str, str]]:
     out = {}
     for index in range(len(lab.hosts)):
         ids = host_exec(lab, index, "docker ps -aq").split()
+        if not ids:
+            continue
         for line in host_exec(
             lab, index, "docker inspect -f '{{.Name}} {{.Id}} {{.State.StartedAt}}' " + " ".join(ids)
         ).splitlines():
@@ -77,7 +90,8 @@ def pods(lab: Lab) -> dict[str, int]:
 
 @pytest.fixture(scope="module")
 def taken(tmp_path_factory) -> Iterator[dict]:
-    with own_lab(tmp_path_factory, "take", 5) as lab:
+    with own_lab(tmp_path_factory, "take", 6) as lab:  # the sixth host: the worker added on day 2
+        edit_cluster_yml(lab, lambda d: d.update(nodes=d["nodes"][:5]))
         rke.up(lab.cluster_yml)
         kubeconfig = Path(lab.cluster_yml).parent / f"kube_config_{Path(lab.cluster_yml).name}"
         rke_kubeconfig = shutil.copy(kubeconfig, kubeconfig.with_name("rke_kubeconfig.yml"))
@@ -179,6 +193,65 @@ def test_a_second_up_changes_nothing(taken):
     again = up(taken["lab"], "--no-verify")
     assert again.code == 0, again.stderr
     assert again.json()["changed"] == 0, again.json()["hosts"]
+
+
+# Day 2 on the cluster taken over, as its operator goes on with rke-py
+
+
+def test_a_snapshot_rke_took_is_restored_by_rke_py(taken):
+    lab = taken["lab"]
+    rke.run("etcd", "snapshot-save", "--name", "by-rke", "--config", str(lab.cluster_yml))
+    kubectl(lab, "create", "configmap", "after-rke-snapshot", "--from-literal=gone=yes")
+    restored = rke_py("etcd", "snapshot-restore", "--name", "by-rke", "--force", *cluster_args(lab))
+    assert restored.code == 0, restored.stderr
+    assert kubectl(lab, "get", "configmap", "from-rke", "-o", "jsonpath={.data.kept}") == "yes"
+    assert "configmap/after-rke-snapshot" not in kubectl(lab, "get", "configmaps", "-o", "name").split()
+    kubectl(lab, "rollout", "status", "deployment/web", "--timeout=180s")
+
+
+def test_a_worker_is_added_and_removed(taken):
+    lab = taken["lab"]
+    spare = lab.hosts[SPARE]
+    added = {"address": spare.address, "user": "root", "role": ["worker"], "hostname_override": spare.name}
+    edit_cluster_yml(lab, lambda d: d["nodes"].append(added))
+    run = up(lab)
+    assert run.code == 0, run.stderr
+    assert " Ready " in kubectl(lab, "get", "node", spare.name, "--no-headers")
+    edit_cluster_yml(lab, lambda d: d.update(nodes=d["nodes"][:5]))
+    run = up(lab)
+    assert run.code == 0, run.stderr
+    assert spare.name not in kubectl(lab, "get", "nodes", "-o", "name")
+    assert host_exec(lab, SPARE, "docker ps -q").strip() == ""
+
+
+def test_certificates_are_rotated(taken):
+    lab = taken["lab"]
+    run = rke_py("cert", "rotate", *cluster_args(lab, "--output", "json"))
+    assert run.code == 0, run.stderr
+    nodes = kubectl(lab, "get", "nodes", "--no-headers").splitlines()
+    assert len(nodes) == 5 and all(" Ready " in line for line in nodes), nodes
+
+
+def test_secrets_encryption_is_turned_on_and_its_key_rotated(taken):
+    lab = taken["lab"]
+    kubectl(lab, "create", "secret", "generic", "day-two", "--from-literal=password=kept")
+    edit_cluster_yml(
+        lab,
+        lambda d: (
+            d.setdefault("services", {})
+            .setdefault("kube-api", {})
+            .update({"secrets_encryption_config": {"enabled": True}})
+        ),
+    )
+    run = up(lab)
+    assert run.code == 0, run.stderr
+    rotated = rke_py("encrypt", "rotate-key", *cluster_args(lab))
+    assert rotated.code == 0, rotated.stderr
+    key = "/registry/secrets/default/day-two"
+    stored = host_exec(lab, 0, f"docker exec etcd etcdctl get {key} --print-value-only")
+    assert stored.startswith("k8s:enc:aescbc:v1:"), stored[:40]
+    password = kubectl(lab, "get", "secret", "day-two", "-o", "jsonpath={.data.password}")
+    assert base64.b64decode(password) == b"kept"
 
 
 def test_rke_up_still_works_after_rke_py_changed_the_cluster(taken):

@@ -38,12 +38,14 @@ def rke_binary() -> Path:
     return workspace() / "bin" / "rke"
 
 
+def run(*args: str) -> None:
+    """`rke ARGS` as a pipeline calls it; its log's end when it fails."""
+    done = subprocess.run([str(rke_binary()), *args], capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, done.stdout[-3000:]
+
+
 def up(cluster_yml: str | Path) -> None:
-    """`rke up` on a lab's cluster.yml, as a pipeline calls it; its log's end when it fails."""
-    built = subprocess.run(
-        [str(rke_binary()), "up", "--config", str(cluster_yml)], capture_output=True, text=True, timeout=1800
-    )
-    assert built.returncode == 0, built.stdout[-3000:]
+    run("up", "--config", str(cluster_yml))
 
 
 def _gopath() -> str:
