@@ -11,6 +11,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from rke_py.deploy import actions as a
@@ -33,6 +34,7 @@ from rke_py.verify.health import wait_healthy
 log = logging.getLogger("rke_py.deploy")
 NODE_READY_TIMEOUT = 120  # seconds a Node has to be Ready again after its kubelet was replaced
 OBJECT_GONE_TIMEOUT = 60  # seconds an object deleted to be created anew has to be gone
+PULLS_AT_ONCE = 4  # a host's images pulled side by side (each pull fetches its layers three at a time)
 # "Error: ..." (cobra), klog's E/F lines, logrus' level=error/fatal
 ERROR_LINE = re.compile(r"^(Error:|[EF]\d{4} |.*\blevel=(error|fatal)\b)")
 
@@ -90,17 +92,35 @@ class Applier:
 
     def execute_all(self, actions: Sequence[a.HostAction], target: Target) -> None:
         """Carry out one host's actions in order; files written one after another go as one batch
-        (`Host.write_files`: a few Docker calls, not two for each file, where a helper writes them)."""
+        (`Host.write_files`: a few Docker calls, not two for each file, where a helper writes them), and
+        images pulled one after another are pulled side by side (a host's pulls wait on the registry and
+        the network, not on each other)."""
         batch: list[a.WriteFile] = []
+        pulls: list[a.PullImage] = []
         for action in [*actions, None]:
             if isinstance(action, a.WriteFile):
                 batch.append(action)
                 continue
+            if isinstance(action, a.PullImage):
+                pulls.append(action)
+                continue
             if batch:
                 self._write_files(batch, target)
                 batch = []
+            if pulls:
+                self._pull_all(pulls, target)
+                pulls = []
             if action is not None:
                 self.execute(action, target)
+
+    def _pull_all(self, pulls: list[a.PullImage], target: Target) -> None:
+        if len(pulls) == 1:
+            self.execute(pulls[0], target)
+            return
+        with ThreadPoolExecutor(max_workers=min(PULLS_AT_ONCE, len(pulls))) as pool:
+            done = [pool.submit(self.execute, pull, target) for pull in pulls]
+        for future in done:
+            future.result()  # the first failure, named as a lone pull's would be
 
     def _write_files(self, actions: list[a.WriteFile], target: Target) -> None:
         for action in actions:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ from rke_py.deploy.remove import remove
 from rke_py.deploy.session import Options
 from rke_py.deploy.up import plan, up
 from rke_py.errors import ApplyError, ConnectError, PreflightError
+from rke_py.hosts.base import DockerError
 from rke_py.plan.components import REGISTRY, Component, Placement
 from rke_py.plan.model import ContainerSpec, HealthCheck
 from tests.unit.fakehost import FakeConnector, FakeHost, World
@@ -527,3 +530,31 @@ def test_rkes_proxy_is_kept_and_takes_apiservers_out_of_rotation_through_its_own
     assert "server 10.0.0.1:6443 max_fails=1 fail_timeout=2s down;" in reloads[0]
     assert "listen 6443;" in reloads[0] and "pid " not in reloads[0]  # RKE's nginx keeps its own pid file
     assert proxy.id in cluster.host("10.0.0.4").docker.by_id  # never replaced
+
+
+def test_a_hosts_images_are_pulled_side_by_side_and_a_failed_pull_names_its_image(tmp_path):
+    """A fresh host waits on the registry for each image: one after another, the waits add up."""
+    cluster = Cluster(tmp_path)
+    docker = cluster.host("10.0.0.1").docker
+    pulled, at_once, lock = docker.pull, [0, 0], threading.Lock()
+
+    def slow_pull(image, auth):
+        with lock:
+            at_once[0] += 1
+            at_once[1] = max(at_once)
+        time.sleep(0.2)
+        with lock:
+            at_once[0] -= 1
+        if image.endswith("broken"):
+            raise DockerError("manifest unknown")
+        pulled(image, auth)
+
+    docker.pull = slow_pull
+    cluster.up()
+    assert at_once[1] > 1, "pulled one after another"
+    node = cluster.desired().plan.node("10.0.0.1")
+    assert {image for image, _ in docker.pulls} == {c.image for c in node.containers} | set(node.images)
+    cluster.write(THREE_NODES + "    system_images: {kubernetes_services_sidecar: reg/broken}\n")
+    docker.images.clear()
+    with pytest.raises(ApplyError, match=r"10\.0\.0\.1: images: pull-image reg/broken: manifest unknown"):
+        cluster.up()
