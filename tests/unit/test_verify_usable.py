@@ -4,6 +4,7 @@ a pod is admitted. Until the controller-manager made them, a `kubectl run` is re
 from __future__ import annotations
 
 from rke_py.config.schema import ClusterConfig
+from rke_py.kube.api import KubeAPIError
 from rke_py.verify.checks import NAMESPACES, _cluster_checks
 from tests.unit.fakehost import FakeKube
 
@@ -32,3 +33,18 @@ def test_until_the_default_account_exists_the_namespace_and_the_first_pod_fail_s
     ok, detail = found[("pod", "default")]
     assert not ok and detail.startswith("a pod is refused: "), detail
     assert found[("namespace", "kube-system")][0]
+
+
+def test_a_pod_the_users_own_quota_refuses_still_shows_a_cluster_that_answers(monkeypatch):
+    """A ResourceQuota asking limits of every pod refuses a bare one (403): that is the user's policy at
+    work, not a cluster that is not ready, and must not fail every `up`."""
+    api = FakeKube()
+
+    def quota(method, path, body=None, content_type="application/json"):
+        if method == "POST":
+            raise KubeAPIError(f"POST {path}: HTTP 403: exceeded quota: compute, requested: pods=1", 403)
+        return FakeKube.request(api, method, path, body, content_type)
+
+    monkeypatch.setattr(api, "request", quota)
+    ok, detail = usable(api)[("pod", "default")]
+    assert ok and "exceeded quota" in detail, detail
