@@ -232,7 +232,8 @@ def _check_leases(report, config: ClusterConfig, hostnames: Mapping[str, str], a
         host = holder.split("_", 1)[0]
         duration = int(spec.get("leaseDurationSeconds") or 15)
         renewed = _parse_time(spec.get("renewTime", ""))
-        age = (now - renewed).total_seconds() if renewed else float("inf")
+        # a renewal stamped by a host clock a moment ahead of this one is as fresh as it gets, not "-0s ago"
+        age = max(0.0, (now - renewed).total_seconds()) if renewed else float("inf")
         node_addr = cp_names.get(host, "")
         report.leases.append(
             Lease(name, holder, node_addr, round(age, 1), duration, spec.get("leaseTransitions", 0))
