@@ -12,6 +12,7 @@ import click
 
 from rke_py.cli.run import HostCommand
 from rke_py.errors import UsageError
+from rke_py.kube.api import API_PATIENCE
 
 config_option = click.option(
     "--config",
@@ -87,6 +88,15 @@ ignore_docker_version_option = click.option(
     is_flag=True,
     help="Do not refuse hosts whose Docker is older than rke-py supports (cluster.yml's key of that name).",
 )
+api_timeout_option = click.option(
+    "--api-timeout",
+    type=click.FloatRange(0),
+    default=API_PATIENCE,
+    show_default=True,
+    envvar="RKE_PY_API_TIMEOUT",
+    help="Seconds a Kubernetes API call is asked again, with backoff, while every apiserver is busy "
+    "(no answer in time, 429, 503, an etcd timeout) before the run fails; raise it for slow hosts.",
+)
 HOST_OPTIONS = (
     config_option,
     strict_option,
@@ -98,6 +108,7 @@ HOST_OPTIONS = (
     verbose_option,
     ssh_agent_auth_option,
     ignore_docker_version_option,
+    api_timeout_option,
 )
 
 

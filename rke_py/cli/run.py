@@ -35,6 +35,7 @@ class HostCommand:
     verbose: bool
     ssh_agent_auth: bool
     ignore_docker_version: bool
+    api_timeout: float
 
     @property
     def json(self) -> bool:
@@ -49,6 +50,7 @@ class HostCommand:
             verify=verify,
             ssh_agent_auth=self.ssh_agent_auth,
             ignore_docker_version=self.ignore_docker_version,
+            api_timeout=self.api_timeout,
             **more,
         )
 

@@ -45,7 +45,7 @@ from rke_py.hosts.connections import Connections
 from rke_py.hosts.docker_api import HostDocker
 from rke_py.hosts.dockerfiles import DockerFiles
 from rke_py.hosts.hostkeys import HostKeyPolicy, HostKeyStore
-from rke_py.kube.api import KubeAPI, KubeAPIError
+from rke_py.kube.api import API_PATIENCE, KubeAPI, KubeAPIError
 from rke_py.pki.bundle import CA, KUBE_ADMIN
 from rke_py.pki.certs import CertKeyPair
 from rke_py.plan.common import KUBE_DIR, host_path
@@ -68,6 +68,7 @@ class Options:
     ignore_docker_version: bool = False  # as cluster.yml's key of that name
     check_ports: bool = True  # False: --disable-port-check
     update_only: bool = False  # --update-only: a running cluster's hosts are left as they are
+    api_timeout: float = API_PATIENCE  # seconds a Kubernetes API call is asked again while the API is busy
 
 
 class Connector(Protocol):
@@ -92,6 +93,7 @@ class SSHConnector:
 
     def __init__(self, desired: Desired, options: Options):
         self.desired = desired
+        self.api_timeout = options.api_timeout
         # --ssh-agent-auth replaces cluster.yml's ssh_agent_auth for this run, bastion included (as RKE)
         self.config = (
             dataclasses.replace(desired.config, ssh_agent_auth=True)
@@ -125,7 +127,7 @@ class SSHConnector:
         self, servers: list[str], identity: tuple[CertKeyPair, CertKeyPair] | None = None
     ) -> KubeAPI:
         ca, client = identity or (self.desired.bundle["kube-ca"], self.desired.bundle["kube-admin"])
-        return KubeAPI(servers, ca, client, self._dial)
+        return KubeAPI(servers, ca, client, self._dial, patience=self.api_timeout)
 
     def _dial(self, host: str, port: int) -> paramiko.Channel:
         """A channel from the controlplane node at `host` to its own apiserver, on the node's loopback (its

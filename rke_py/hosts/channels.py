@@ -30,6 +30,10 @@ class HTTPProblem(Exception):
     """The peer did not speak HTTP (or TLS) as expected."""
 
 
+class NoAnswer(HTTPProblem):
+    """The peer took the connection but gave no whole answer in time: busy, or going away."""
+
+
 def open_streamlocal(transport: paramiko.Transport, path: str, *, timeout: float = 10) -> paramiko.Channel:
     """Open OpenSSH's `direct-streamlocal@openssh.com` channel: the server connects to its Unix socket `path`.
 
@@ -241,7 +245,7 @@ def http_request(
     except ssl.SSLError as e:
         raise HTTPProblem(f"TLS handshake failed: {e.reason or e}") from None
     except TimeoutError:  # paramiko's says nothing
-        raise HTTPProblem(f"no answer to the TLS handshake within {timeout:g} s") from None
+        raise NoAnswer(f"no answer to the TLS handshake within {timeout:g} s") from None
     conn = http.client.HTTPConnection(host, port, timeout=max(deadline - time.monotonic(), 0.1))
     conn.sock = sock  # http.client only needs sendall() and makefile() from it
     try:
@@ -251,9 +255,9 @@ def http_request(
     except ssl.SSLError as e:
         raise HTTPProblem(f"TLS error: {e.reason or e}") from None
     except http.client.HTTPException as e:
-        raise HTTPProblem(f"bad HTTP response: {e!r}") from None
+        raise NoAnswer(f"bad HTTP response: {e!r}") from None
     except TimeoutError:
-        raise HTTPProblem(f"no answer within {timeout:g} s") from None
+        raise NoAnswer(f"no answer within {timeout:g} s") from None
     finally:
         conn.close()
         chan.close()

@@ -9,6 +9,7 @@ certificate is checked against the same name kubectl checks.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 import urllib.parse
@@ -22,6 +23,7 @@ from rke_py.hosts import channels
 from rke_py.pki.certs import CertKeyPair
 
 FIELD_MANAGER = "rke-py"
+log = logging.getLogger(__name__)
 
 # (host, port) -> a byte stream to it, opened by a node; raises RkePyError or an SSH/OS error when it cannot.
 Dial = Callable[[str, int], paramiko.Channel]
@@ -41,6 +43,16 @@ class KubeAPIError(Exception):
         self.status = status
 
 
+def busy(status: int, reason: str) -> bool:
+    """Whether an HTTP error answer says "ask again later" rather than "no": an apiserver that sheds load,
+    or whose etcd did not answer it in time."""
+    return status in BUSY_STATUSES or (status == 500 and ("etcdserver" in reason or "timed out" in reason))
+
+
+class _Busy(Exception):
+    """Every apiserver reached was too busy to answer (the last one's words)."""
+
+
 def _reason(raw: bytes, limit: int = 1000) -> str:
     """The message of a Kubernetes Status answer, or the start of whatever else came back."""
     try:
@@ -54,6 +66,13 @@ def _reason(raw: bytes, limit: int = 1000) -> str:
 # Seconds for one request: an apiserver that accepts the connection is alive, and a busy one on a slow host
 # (a VM under software emulation) took longer than 5 s to answer; one that is down refuses at once.
 REQUEST_TIMEOUT = 30.0
+# A busy apiserver (an etcd on a slow disk, a small or emulated host) answers late, or says it is busy; RKE
+# retries its calls for minutes. A call is asked again, after BACKOFF's pauses (the last one repeated),
+# for up to this many seconds (--api-timeout); only then does the run fail. An apiserver that refuses, or a
+# node not reached, is down rather than busy: that fails at once, as callers asking "does it run yet" need.
+API_PATIENCE = 180.0
+BACKOFF = (1.0, 2.0, 4.0, 8.0, 15.0)
+BUSY_STATUSES = frozenset({429, 502, 503, 504})  # too many requests, and the gateway and timeout answers
 
 
 class KubeAPI:
@@ -64,10 +83,12 @@ class KubeAPI:
         admin: CertKeyPair,
         dial: Dial,
         timeout: float = REQUEST_TIMEOUT,
+        patience: float = API_PATIENCE,
     ):
         self.servers = list(servers)  # "host:port" (IPv6 bracketed), tried in order
         self.dial = dial
         self.timeout = timeout
+        self.patience = patience
         self._ctx = channels.tls_context(
             ca.leaf_pem.encode(), admin.cert_pem.encode(), admin.key_pem.encode()
         )
@@ -78,9 +99,29 @@ class KubeAPI:
     def request(
         self, method: str, path: str, body: Any = None, content_type: str = "application/json"
     ) -> Any:
-        """Send to the first server that answers; raise KubeAPIError on HTTP errors."""
-        last = ""
+        """Send to the first server that answers; while those reached are busy, ask again with backoff for
+        up to `patience` seconds. Raise KubeAPIError on other HTTP errors, and when none answered."""
+        call = f"{method} {path.split('?')[0]}"
         data = json.dumps(body).encode() if body is not None else None
+        started, attempt = time.monotonic(), 0
+        while True:
+            try:
+                return self._once(call, method, path, data, content_type)
+            except _Busy as exc:
+                pause, attempt = BACKOFF[min(attempt, len(BACKOFF) - 1)], attempt + 1
+                spent = time.monotonic() - started
+                if spent + pause >= self.patience:
+                    raise KubeAPIError(
+                        f"{call}: no apiserver answered ({', '.join(self.servers)}); asked {attempt} times "
+                        f"in {spent:.0f} s: {exc}"
+                    ) from None
+                log.info("%s: the apiserver is busy (%s); asking again in %g s", call, exc, pause)
+                time.sleep(pause)
+
+    def _once(self, call: str, method: str, path: str, data: bytes | None, content_type: str) -> Any:
+        """One round over the servers; _Busy (with what the last busy one said) when every one reached was
+        busy."""
+        last, busy_said = "", ""
         for server in self.servers:
             host, _, port = server.rpartition(":")
             host = host.strip("[]")
@@ -96,12 +137,21 @@ class KubeAPI:
                     body=data,
                     headers={"Content-Type": content_type},
                 )
+            except channels.NoAnswer as exc:
+                busy_said = f"{server}: {exc}"
+                continue
             except (OSError, RkePyError, paramiko.SSHException, channels.HTTPProblem) as exc:
                 last = str(exc) or type(exc).__name__
                 continue
             if status >= 400:
-                raise KubeAPIError(f"{method} {path.split('?')[0]}: HTTP {status}: {_reason(raw)}", status)
+                reason = _reason(raw)
+                if busy(status, reason):
+                    busy_said = f"{server}: HTTP {status}: {reason}"
+                    continue
+                raise KubeAPIError(f"{call}: HTTP {status}: {reason}", status)
             return json.loads(raw) if raw else None
+        if busy_said:
+            raise _Busy(busy_said)
         raise KubeAPIError(f"no apiserver answered ({', '.join(self.servers)}): {last}")
 
     def get(self, path: str) -> Any:

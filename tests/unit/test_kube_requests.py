@@ -1,19 +1,125 @@
-"""What rke-py says when no apiserver answers a request."""
+"""What rke-py does when an apiserver does not answer a request: a busy one is asked again with backoff
+for a bound (--api-timeout), a refusing one fails the call at once, and the message names the call, the
+apiservers and how long it tried."""
 
 from __future__ import annotations
 
+import ipaddress
+import json
+import logging
 import socket
+import ssl
+import threading
+import time
 
 import pytest
 
 from rke_py.deploy import session  # noqa: F401  (imported first: kube.api alone starts an import cycle)
+from rke_py.kube import api as kube_api
 from rke_py.kube.api import REQUEST_TIMEOUT, KubeAPI, KubeAPIError
-from rke_py.pki.certs import make_ca
+from rke_py.pki.certs import make_ca, make_signed
+
+SERVERS = ["10.0.0.1:6443", "10.0.0.2:6443"]
+CA = make_ca("kube-ca")
 
 
-def _api(dial, timeout: float = REQUEST_TIMEOUT) -> KubeAPI:
-    ca = make_ca("kube-ca")  # the client's TLS context needs a CA and a certificate
-    return KubeAPI(["10.0.0.1:6443", "10.0.0.2:6443"], ca, ca, dial, timeout)
+def _api(dial, timeout: float = REQUEST_TIMEOUT, patience: float = 30) -> KubeAPI:
+    return KubeAPI(SERVERS, CA, CA, dial, timeout, patience)
+
+
+@pytest.fixture(autouse=True)
+def short_backoff(monkeypatch):
+    monkeypatch.setattr(kube_api, "BACKOFF", (0.01, 0.02))
+
+
+class BusyAPI:
+    """An apiserver at the far end of every dialled socket pair, speaking TLS with a certificate for the
+    addresses the client checks: each answer in `answers` in turn ("slow": none within the client's
+    timeout; a number: that HTTP status with an etcd timeout's words), then 200 with the node list."""
+
+    def __init__(self, tmp_path, answers: list[str | int]):
+        leaf = make_signed(
+            "kube-apiserver", CA, "kube-apiserver", server=True, ips=[ipaddress.ip_address("10.0.0.1")]
+        )
+        cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+        cert.write_text(leaf.cert_pem)
+        key.write_text(leaf.key_pem)
+        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.context.load_cert_chain(cert, key)
+        self.answers = list(answers)
+        self.asked: list[str] = []
+
+    def dial(self, host: str, port: int) -> socket.socket:
+        if host != "10.0.0.1":
+            raise ConnectionRefusedError(111, "Connection refused")
+        ours, theirs = socket.socketpair()
+        threading.Thread(target=self._serve, args=(theirs,), daemon=True).start()
+        return ours
+
+    def _serve(self, raw: socket.socket) -> None:
+        with self.context.wrap_socket(raw, server_side=True) as tls:
+            request = b""
+            while b"\r\n\r\n" not in request:
+                request += tls.recv(65536)
+            head, _, body = request.partition(b"\r\n\r\n")
+            length = next(
+                (
+                    int(x.split(b":")[1])
+                    for x in head.split(b"\r\n")
+                    if x.lower().startswith(b"content-length:")
+                ),
+                0,
+            )
+            while len(body) < length:
+                body += tls.recv(65536)
+            self.asked.append(head.split(b" ", 2)[1].decode())
+            answer = self.answers.pop(0) if self.answers else 200
+            if answer == "slow":
+                time.sleep(0.5)
+                return
+            body = json.dumps(
+                {"items": []} if answer == 200 else {"message": "etcdserver: request timed out"}
+            ).encode()
+            tls.sendall(
+                f"HTTP/1.1 {answer} X\r\nContent-Length: {len(body)}\r\nContent-Type: application/json\r\n"
+                "Connection: close\r\n\r\n".encode()
+                + body
+            )
+
+
+def test_a_busy_apiserver_is_asked_again_until_it_answers(tmp_path, caplog):
+    server = BusyAPI(tmp_path, ["slow", 503, 429, 500, 504, "slow"])
+    with caplog.at_level(logging.INFO, logger="rke_py"):
+        assert _api(server.dial, timeout=0.2).get("/api/v1/nodes") == {"items": []}
+    assert server.asked == ["/api/v1/nodes"] * 7
+    retries = [r.getMessage() for r in caplog.records if "asking again" in r.getMessage()]
+    assert len(retries) == 6
+    assert retries[0].startswith("GET /api/v1/nodes: the apiserver is busy (10.0.0.1:6443: no answer within")
+    assert "HTTP 503: etcdserver: request timed out" in retries[1]
+
+
+def test_a_busy_apiserver_fails_the_call_once_the_bound_is_spent_naming_call_servers_and_time(tmp_path):
+    server = BusyAPI(tmp_path, [503] * 1000)
+    started = time.monotonic()
+    with pytest.raises(KubeAPIError) as info:
+        _api(server.dial, patience=0.5).apply("/api/v1/namespaces/kube-system/secrets/x?dryRun=All", {})
+    assert time.monotonic() - started < 1.5
+    message = str(info.value)
+    assert message.startswith(
+        "PATCH /api/v1/namespaces/kube-system/secrets/x: no apiserver answered "
+        f"(10.0.0.1:6443, 10.0.0.2:6443); asked {len(server.asked)} times in 0 s: "
+        "10.0.0.1:6443: HTTP 503: etcdserver: request timed out"
+    ), message
+    assert len(server.asked) > 3
+
+
+@pytest.mark.parametrize("status", [403, 404, 409, 422])
+def test_an_answer_that_says_no_is_not_asked_again(tmp_path, status):
+    server = BusyAPI(tmp_path, [status])
+    with pytest.raises(KubeAPIError) as info:
+        _api(server.dial).get("/api/v1/nodes")
+    assert info.value.status == status
+    assert server.asked == ["/api/v1/nodes"]
 
 
 def test_an_apiserver_that_does_not_answer_in_time_is_named_with_the_wait():
@@ -26,15 +132,20 @@ def test_an_apiserver_that_does_not_answer_in_time_is_named_with_the_wait():
         return ours
 
     with pytest.raises(KubeAPIError) as info:
-        _api(dial, timeout=0.2).get("/api/v1/nodes")
+        _api(dial, timeout=0.2, patience=0).get("/api/v1/nodes")
     assert str(info.value) == (
-        "no apiserver answered (10.0.0.1:6443, 10.0.0.2:6443): no answer to the TLS handshake within 0.2 s"
+        "GET /api/v1/nodes: no apiserver answered (10.0.0.1:6443, 10.0.0.2:6443); asked 1 times in 0 s: "
+        "10.0.0.2:6443: no answer to the TLS handshake within 0.2 s"
     )
 
 
-def test_a_refused_connection_keeps_its_reason():
+def test_a_refused_connection_fails_at_once_and_keeps_its_reason():
+    dialled = []
+
     def dial(host, port):
+        dialled.append(host)
         raise ConnectionRefusedError(111, "Connection refused")
 
     with pytest.raises(KubeAPIError, match=r"\): \[Errno 111\] Connection refused$"):
         _api(dial).get("/api/v1/nodes")
+    assert dialled == ["10.0.0.1", "10.0.0.2"]
