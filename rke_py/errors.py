@@ -24,6 +24,12 @@ class ExitStatus(IntEnum):
     ABORTED = 8  # the user declined a confirmation
     SKIPPED = 9  # the cluster was built, but unreachable workers (within max_unavailable_worker) were skipped
     INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
+    TERMINATED = 143  # SIGTERM (128 + 15): a cancelled CI job, `kill`
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread: the run stops as Ctrl-C stops it, so a cancelled pipeline job
+    leaves hosts between two actions, the same as an interrupted one."""
 
 
 class RkePyError(Exception):

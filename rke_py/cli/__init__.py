@@ -7,13 +7,14 @@ one library function and prints. Commands are imported lazily so `--help` stays 
 from __future__ import annotations
 
 import importlib
+import signal
 import sys
 
 import click
 
 from rke_py.cli.goflags import normalize
 from rke_py.cli.output import Verbosity
-from rke_py.errors import ExitStatus, RkePyError
+from rke_py.errors import ExitStatus, RkePyError, Terminated
 
 COMMANDS = {
     "validate": "rke_py.cli.cmd_validate",
@@ -53,23 +54,31 @@ def cli(ctx: click.Context, debug: bool, quiet: bool, trace: bool) -> None:
     ctx.obj = Verbosity(debug=debug, quiet=quiet, trace=trace)
 
 
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI and exit with a documented ExitStatus."""
     args = normalize(sys.argv[1:] if argv is None else argv, cli)
+    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         status = cli.main(args=args, prog_name="rke-py", standalone_mode=False)
     except RkePyError as exc:
         click.echo(f"error: {exc}" if not getattr(exc, "problems", None) else str(exc), err=True)
         sys.exit(exc.exit_status)
-    except click.exceptions.Abort:
-        click.echo("interrupted", err=True)
-        sys.exit(ExitStatus.INTERRUPTED)
-    except KeyboardInterrupt:
-        click.echo("interrupted", err=True)
+    except (click.exceptions.Abort, KeyboardInterrupt) as exc:  # click turns Ctrl-C into Abort
+        again = "; run the command again to finish what it began"
+        if isinstance(exc.__cause__ or exc, Terminated):
+            click.echo(f"terminated (SIGTERM){again}", err=True)
+            sys.exit(ExitStatus.TERMINATED)
+        click.echo(f"interrupted{again}", err=True)
         sys.exit(ExitStatus.INTERRUPTED)
     except click.ClickException as exc:
         exc.show()
         sys.exit(ExitStatus.CONFIG)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     sys.exit(status if isinstance(status, int) else ExitStatus.OK)

@@ -28,11 +28,15 @@ def for_each(
     errors: list[HostError] = []
     with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(items)))) as pool:
         futures = [(item, pool.submit(fn, item)) for item in items]
-        for item, future in futures:
-            try:
-                results.append((item, future.result()))
-            except HostError as exc:
-                errors.append(exc)
+        try:
+            for item, future in futures:
+                try:
+                    results.append((item, future.result()))
+                except HostError as exc:
+                    errors.append(exc)
+        except BaseException:  # Ctrl-C, SIGTERM: hosts begun finish their step, the rest are not begun
+            pool.shutdown(cancel_futures=True)
+            raise
     return results, errors
 
 

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 
 from rke_py.errors import ExitStatus
 
@@ -96,3 +102,45 @@ def test_the_lock_file_is_never_opened_through_a_link(tmp_path: Path):
     assert run.returncode == ExitStatus.CONFIG
     assert "is a symbolic link" in run.stderr
     assert not target.exists()
+
+
+@pytest.mark.parametrize(
+    ("sig", "code", "said"),
+    [
+        (signal.SIGINT, ExitStatus.INTERRUPTED, "interrupted; run the command again to finish what it began"),
+        (
+            signal.SIGTERM,
+            ExitStatus.TERMINATED,
+            "terminated (SIGTERM); run the command again to finish what it began",
+        ),
+    ],
+)
+def test_a_run_stopped_by_a_signal_says_so_and_exits_with_its_code(tmp_path: Path, sig, code, said):
+    """A cancelled CI job sends SIGTERM: the run stops as Ctrl-C stops it, not with Python's default death."""
+    silent = socket.create_server(("127.0.0.1", 0))  # takes the connection, never says a word of SSH
+    key = tmp_path / "id_ed25519"
+    key.write_bytes(
+        Ed25519PrivateKey.generate().private_bytes(Encoding.PEM, PrivateFormat.OpenSSH, NoEncryption())
+    )
+    key.chmod(0o600)
+    config = tmp_path / "cluster.yml"
+    config.write_text(
+        f"nodes:\n- address: 127.0.0.1\n  port: {silent.getsockname()[1]}\n  user: root\n"
+        f"  ssh_key_path: {key}\n  role: [etcd, controlplane, worker]\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rke_py", "up", "--config", str(config)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    with silent:
+        for line in proc.stderr:
+            if line.rstrip().endswith("phase: connecting to every host"):
+                break
+        proc.send_signal(sig)
+        stderr = proc.stderr.read()
+        assert proc.wait(timeout=30) == code, stderr
+    assert "Traceback" not in stderr
+    assert stderr.strip().splitlines()[-1] == said, stderr
