@@ -323,6 +323,9 @@ class Connection:
         self.close()
 
     def close(self) -> None:
+        """Closed for good: a thread still using the connection (a run stopped by Ctrl-C) gets an error,
+        not a new login."""
+        self._redial = None
         with self._sftp_lock:
             if self._sftp is not None:
                 self._sftp.close()
