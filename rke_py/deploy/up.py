@@ -365,11 +365,12 @@ class SaveState(Phase):
     the hosts match, with the host keys learned on the way."""
 
     key = "state"
+    TITLES = {False: "saving certificates to the state file", True: "saving the cluster state"}
 
     def __init__(self, run: Run, *, current: bool):
         self.r = run
         self.current = current
-        self.title = "saving the cluster state" if current else "saving certificates to the state file"
+        self.title = self.TITLES[current]
 
     def has_work(self) -> bool:
         return True

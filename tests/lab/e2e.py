@@ -195,3 +195,22 @@ def slow_answers(lab: Lab, index: int, seconds: float, name: str = "probe") -> i
     """How many requests of a stopped probe were answered, but after more than `seconds`."""
     lines = host_exec(lab, index, f"cat /tmp/{name}.log").splitlines()
     return sum(1 for line in lines if line.startswith("ok ") and float(line.split()[1]) > seconds)
+
+
+def s3_args(lab, folder: str = "manual") -> list[str]:
+    """RKE's S3 flags for the lab's S3 server; rke-py takes the keys from the environment (`s3_keys`)."""
+    return [
+        "--s3",
+        "--endpoint",
+        lab.s3_endpoint,
+        "--bucket-name",
+        lab.s3_bucket,
+        "--folder",
+        folder,
+        "--s3-endpoint-ca",
+        str(lab.dir / "s3-ca.pem"),
+    ]
+
+
+def s3_keys(lab) -> dict[str, str]:
+    return {"RKE_PY_S3_ACCESS_KEY": lab.s3_access_key, "RKE_PY_S3_SECRET_KEY": lab.s3_secret_key}

@@ -21,6 +21,8 @@ from tests.lab.e2e import (
     kubectl,
     own_lab,
     rke_py,
+    s3_args,
+    s3_keys,
     up,
 )
 
@@ -36,27 +38,10 @@ def lab(tmp_path_factory, lab_factory):
         yield made
 
 
-def s3_args(lab, folder: str = "manual") -> list[str]:
-    """RKE's S3 flags; the keys come from the environment (`keys`), never as arguments."""
-    return [
-        "--s3",
-        "--endpoint",
-        lab.s3_endpoint,
-        "--bucket-name",
-        lab.s3_bucket,
-        "--folder",
-        folder,
-        "--s3-endpoint-ca",
-        str(lab.dir / "s3-ca.pem"),
-    ]
-
-
-def keys(lab) -> dict[str, str]:
-    return {"RKE_PY_S3_ACCESS_KEY": lab.s3_access_key, "RKE_PY_S3_SECRET_KEY": lab.s3_secret_key}
-
-
 def run(lab, *args: str, s3: bool = False):
-    done = rke_py(*args, *cluster_args(lab, "--output", "json"), *(s3_args(lab) if s3 else []), env=keys(lab))
+    done = rke_py(
+        *args, *cluster_args(lab, "--output", "json"), *(s3_args(lab) if s3 else []), env=s3_keys(lab)
+    )
     OUTPUTS.extend([done.stdout, done.stderr])
     return done
 

@@ -26,6 +26,8 @@ from tests.lab.e2e import (
     own_lab,
     probe_failures,
     rke_py,
+    s3_args,
+    s3_keys,
     start_probe,
     up,
 )
@@ -90,7 +92,9 @@ def pods(lab: Lab) -> dict[str, int]:
 
 @pytest.fixture(scope="module")
 def taken(tmp_path_factory) -> Iterator[dict]:
-    with own_lab(tmp_path_factory, "take", 6) as lab:  # the sixth host: the worker added on day 2
+    # the sixth host: the worker added on day 2; S3: for a snapshot RKE saves there
+    with own_lab(tmp_path_factory, "take", 6, s3=True) as lab:
+        (lab.dir / "s3-ca.pem").write_text(lab.s3_ca)
         edit_cluster_yml(lab, lambda d: d.update(nodes=d["nodes"][:5]))
         rke.up(lab.cluster_yml)
         kubeconfig = Path(lab.cluster_yml).parent / f"kube_config_{Path(lab.cluster_yml).name}"
@@ -206,6 +210,37 @@ def test_a_snapshot_rke_took_is_restored_by_rke_py(taken):
     assert restored.code == 0, restored.stderr
     assert kubectl(lab, "get", "configmap", "from-rke", "-o", "jsonpath={.data.kept}") == "yes"
     assert "configmap/after-rke-snapshot" not in kubectl(lab, "get", "configmaps", "-o", "name").split()
+    kubectl(lab, "rollout", "status", "deployment/web", "--timeout=180s")
+
+
+def test_a_snapshot_rke_saved_to_s3_is_restored_by_rke_py_from_s3(taken):
+    lab = taken["lab"]
+    rke_keys = ["--access-key", lab.s3_access_key, "--secret-key", lab.s3_secret_key]  # RKE's way
+    rke.run(
+        "etcd",
+        "snapshot-save",
+        "--name",
+        "by-rke-s3",
+        "--config",
+        str(lab.cluster_yml),
+        *s3_args(lab, "rke"),
+        *rke_keys,
+    )
+    kubectl(lab, "create", "configmap", "after-rke-s3-snapshot", "--from-literal=gone=yes")
+    restored = rke_py(
+        "etcd",
+        "snapshot-restore",
+        "--name",
+        "by-rke-s3",
+        "--force",
+        *cluster_args(lab, "--output", "json"),
+        *s3_args(lab, "rke"),
+        env=s3_keys(lab),
+    )
+    assert restored.code == 0, restored.stderr
+    assert restored.json()["source"] == f"s3://{lab.s3_bucket}/rke/by-rke-s3.zip"
+    assert kubectl(lab, "get", "configmap", "from-rke", "-o", "jsonpath={.data.kept}") == "yes"
+    assert "configmap/after-rke-s3-snapshot" not in kubectl(lab, "get", "configmaps", "-o", "name").split()
     kubectl(lab, "rollout", "status", "deployment/web", "--timeout=180s")
 
 
