@@ -140,10 +140,10 @@ def operations(twin: Twin, nodes: int, repeat: int, every: bool) -> list[Row]:
     if twin.tool == "rke-py":  # RKE asks nothing; rke-py asks on a terminal, and refuses without one
         restore += ("--force",)
     rows = []
-    for i in range(repeat):
+    for i in range(repeat):  # the first on hosts without the images, the others with them cached
         if i:
             run(twin.tool, *remove)
-        rows.append(measured(twin, nodes, "fresh up", *up))
+        rows.append(measured(twin, nodes, "fresh up, images cached" if i else "fresh up, images pulled", *up))
     if not every:
         return rows
     rows += [measured(twin, nodes, "no-op up", *up) for _ in range(repeat)]
