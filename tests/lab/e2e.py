@@ -201,7 +201,7 @@ def s3_args(lab, folder: str = "manual") -> list[str]:
     """RKE's S3 flags for the lab's S3 server; rke-py takes the keys from the environment (`s3_keys`)."""
     return [
         "--s3",
-        "--endpoint",
+        "--s3-endpoint",
         lab.s3_endpoint,
         "--bucket-name",
         lab.s3_bucket,
