@@ -202,45 +202,30 @@ def test_a_second_up_changes_nothing(taken):
 # Day 2 on the cluster taken over, as its operator goes on with rke-py
 
 
-def test_a_snapshot_rke_took_is_restored_by_rke_py(taken):
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_a_snapshot_rke_took_is_restored_by_rke_py(taken, where):
+    """Saved by `rke etcd snapshot-save` on the etcd hosts, or to S3 (the keys as RKE takes them)."""
     lab = taken["lab"]
-    rke.run("etcd", "snapshot-save", "--name", "by-rke", "--config", str(lab.cluster_yml))
-    kubectl(lab, "create", "configmap", "after-rke-snapshot", "--from-literal=gone=yes")
-    restored = rke_py("etcd", "snapshot-restore", "--name", "by-rke", "--force", *cluster_args(lab))
-    assert restored.code == 0, restored.stderr
-    assert kubectl(lab, "get", "configmap", "from-rke", "-o", "jsonpath={.data.kept}") == "yes"
-    assert "configmap/after-rke-snapshot" not in kubectl(lab, "get", "configmaps", "-o", "name").split()
-    kubectl(lab, "rollout", "status", "deployment/web", "--timeout=180s")
-
-
-def test_a_snapshot_rke_saved_to_s3_is_restored_by_rke_py_from_s3(taken):
-    lab = taken["lab"]
-    rke_keys = ["--access-key", lab.s3_access_key, "--secret-key", lab.s3_secret_key]  # RKE's way
-    rke.run(
-        "etcd",
-        "snapshot-save",
-        "--name",
-        "by-rke-s3",
-        "--config",
-        str(lab.cluster_yml),
-        *s3_args(lab, "rke"),
-        *rke_keys,
-    )
-    kubectl(lab, "create", "configmap", "after-rke-s3-snapshot", "--from-literal=gone=yes")
+    name = f"by-rke-{where}"
+    s3 = s3_args(lab, "rke") if where == "s3" else []
+    keys = ["--access-key", lab.s3_access_key, "--secret-key", lab.s3_secret_key] if s3 else []
+    rke.run("etcd", "snapshot-save", "--name", name, "--config", str(lab.cluster_yml), *s3, *keys)
+    kubectl(lab, "create", "configmap", f"after-{name}", "--from-literal=gone=yes")
     restored = rke_py(
         "etcd",
         "snapshot-restore",
         "--name",
-        "by-rke-s3",
+        name,
         "--force",
         *cluster_args(lab, "--output", "json"),
-        *s3_args(lab, "rke"),
+        *s3,
         env=s3_keys(lab),
     )
     assert restored.code == 0, restored.stderr
-    assert restored.json()["source"] == f"s3://{lab.s3_bucket}/rke/by-rke-s3.zip"
+    if s3:
+        assert restored.json()["source"] == f"s3://{lab.s3_bucket}/rke/{name}.zip"
     assert kubectl(lab, "get", "configmap", "from-rke", "-o", "jsonpath={.data.kept}") == "yes"
-    assert "configmap/after-rke-s3-snapshot" not in kubectl(lab, "get", "configmaps", "-o", "name").split()
+    assert f"configmap/after-{name}" not in kubectl(lab, "get", "configmaps", "-o", "name").split()
     kubectl(lab, "rollout", "status", "deployment/web", "--timeout=180s")
 
 
