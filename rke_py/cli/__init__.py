@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import signal
 import sys
+from typing import NoReturn
 
 import click
 
@@ -58,6 +59,23 @@ def _terminate(signum: int, frame: object) -> None:
     raise Terminated
 
 
+def _interruption(exc: BaseException | None) -> KeyboardInterrupt | None:
+    """The Ctrl-C or SIGTERM behind `exc`: itself, what it was raised from, or what it was raised while
+    handling (a signal lands anywhere, even inside a lock's release)."""
+    while exc is not None and not isinstance(exc, KeyboardInterrupt):
+        exc = exc.__cause__ or exc.__context__
+    return exc
+
+
+def _stopped(interruption: KeyboardInterrupt) -> NoReturn:
+    again = "; run the command again to finish what it began"
+    if isinstance(interruption, Terminated):
+        click.echo(f"terminated (SIGTERM){again}", err=True)
+        sys.exit(ExitStatus.TERMINATED)
+    click.echo(f"interrupted{again}", err=True)
+    sys.exit(ExitStatus.INTERRUPTED)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI and exit with a documented ExitStatus."""
     args = normalize(sys.argv[1:] if argv is None else argv, cli)
@@ -65,20 +83,21 @@ def main(argv: list[str] | None = None) -> None:
     try:
         status = cli.main(args=args, prog_name="rke-py", standalone_mode=False)
     except RkePyError as exc:
+        if (interruption := _interruption(exc)) is not None:  # a step cut short by the signal
+            _stopped(interruption)
         click.echo(f"error: {exc}" if not getattr(exc, "problems", None) else str(exc), err=True)
         sys.exit(exc.exit_status)
     except (click.exceptions.Abort, KeyboardInterrupt) as exc:  # click turns Ctrl-C into Abort
-        again = "; run the command again to finish what it began"
-        if isinstance(exc.__cause__ or exc, Terminated):
-            click.echo(f"terminated (SIGTERM){again}", err=True)
-            sys.exit(ExitStatus.TERMINATED)
-        click.echo(f"interrupted{again}", err=True)
-        sys.exit(ExitStatus.INTERRUPTED)
+        _stopped(_interruption(exc) or KeyboardInterrupt())
     except click.ClickException as exc:
         exc.show()
         sys.exit(ExitStatus.CONFIG)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except Exception as exc:
+        if (interruption := _interruption(exc)) is None:
+            raise
+        _stopped(interruption)
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
     sys.exit(status if isinstance(status, int) else ExitStatus.OK)

@@ -8,12 +8,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 
-from rke_py.errors import ExitStatus
+import rke_py.cli as cli_module
+from rke_py.errors import ExitStatus, Terminated
 
 HOLD = """
 import sys, time
@@ -144,3 +146,19 @@ def test_a_run_stopped_by_a_signal_says_so_and_exits_with_its_code(tmp_path: Pat
         assert proc.wait(timeout=30) == code, stderr
     assert "Traceback" not in stderr
     assert stderr.strip().splitlines()[-1] == said, stderr
+
+
+def test_an_error_raised_while_a_signal_unwound_the_run_is_reported_as_the_signal(capsys):
+    """A signal lands anywhere, even inside a lock's release; what that breaks on the way out is not the
+    run's failure."""
+
+    def broken_by_sigterm(*args, **kwargs):
+        try:
+            raise Terminated
+        except Terminated:
+            raise RuntimeError("release unlocked lock") from None
+
+    with mock.patch.object(cli_module.cli, "main", broken_by_sigterm), pytest.raises(SystemExit) as stopped:
+        cli_module.main(["version"])
+    assert stopped.value.code == ExitStatus.TERMINATED
+    assert capsys.readouterr().err.startswith("terminated (SIGTERM); run the command again")
