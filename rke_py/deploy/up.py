@@ -30,6 +30,7 @@ from rke_py.deploy.pullauth import pull_auth
 from rke_py.deploy.saving import save_state, write_kubeconfig
 from rke_py.deploy.session import Connector, Options, Session
 from rke_py.errors import ApplyError, HostError, PreflightError
+from rke_py.kube.api import KubeAPIError
 from rke_py.pki import expiry
 from rke_py.plan import nginx_proxy
 from rke_py.plan.components import PLANES
@@ -638,7 +639,10 @@ def _apply(
 ) -> UpResult:
     run, session = _run(desired, options, connector)
     with session:
-        run_phases(up_phases(run), on_phase=on_phase)
+        try:
+            run_phases(up_phases(run), on_phase=on_phase)
+        except KubeAPIError as exc:  # a read the phases make while planning (changes are named by Applier)
+            raise ApplyError("cluster", "reading the cluster's objects", str(exc)) from exc
     return UpResult(run.host_actions, run.cluster_actions, run.report, run.skipped)
 
 
