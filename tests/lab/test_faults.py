@@ -23,7 +23,16 @@ import pytest
 from rke_py.deploy.up import EtcdPlane, Kubeconfig, Plane, PrepareHosts, SaveState, Verify
 from rke_py.lab.state import Lab
 from rke_py.plan.components import BACKUP_PREFIX
-from tests.lab.e2e import cluster_args, containers_on, edit_cluster_yml, host_exec, kubectl, own_lab, up
+from tests.lab.e2e import (
+    cluster_args,
+    containers_on,
+    edit_cluster_yml,
+    host_exec,
+    kubectl,
+    own_lab,
+    rke_py,
+    up,
+)
 
 pytestmark = pytest.mark.lab
 
@@ -118,13 +127,8 @@ def cut_off(lab: Lab, phase: str, sig: signal.Signals, after: float) -> tuple[in
 
 def remove(lab: Lab) -> None:
     """The cluster gone, for a fresh `up`."""
-    removed = subprocess.run(
-        [sys.executable, "-m", "rke_py", "remove", "--force", *cluster_args(lab)],
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-    )
-    assert removed.returncode == 0, removed.stderr[-3000:]
+    removed = rke_py("remove", "--force", *cluster_args(lab))
+    assert removed.code == 0, removed.stderr[-3000:]
 
 
 def converged(lab: Lab) -> None:
