@@ -118,9 +118,14 @@ class PreflightError(RkePyError):
 
     exit_status = ExitStatus.PREFLIGHT
 
-    def __init__(self, failures: list[HostError]):
+    def __init__(self, failures: list[HostError], advice: str = ""):
         self.failures = failures
-        super().__init__("preflight failed, nothing was changed:\n" + "\n".join(str(f) for f in failures))
+        lines = [
+            "preflight failed, nothing was changed:",
+            *(str(f) for f in failures),
+            *([advice] if advice else []),
+        ]
+        super().__init__("\n".join(lines))
 
 
 class ApplyError(HostError):

@@ -19,7 +19,7 @@ from typing import Any
 
 from rke_py.config import kdm, values
 from rke_py.config.schema import ClusterConfig, Node, SystemImages, Taint
-from rke_py.errors import RkePyError
+from rke_py.errors import ExitStatus, RkePyError
 from rke_py.files import write_private_file
 from rke_py.pki.bundle import KUBE_ADMIN, KUBE_NODE, SERVICE_ACCOUNT, Bundle, has_kubeconfig
 from rke_py.pki.certs import CertKeyPair
@@ -31,7 +31,9 @@ KUBECONFIG_PREFIX = "kube_config_"
 
 
 class StateError(RkePyError):
-    """cluster.rkestate exists but cannot be read."""
+    """cluster.rkestate exists but cannot be read, or the cluster's copy of it cannot."""
+
+    exit_status = ExitStatus.CONFIG
 
 
 @dataclass
@@ -295,7 +297,14 @@ def read_state(path: str | os.PathLike[str]) -> ClusterState | None:
         return None
     except OSError as e:
         raise StateError(f"{path}: cannot read: {e.strerror}") from e
-    return state_from_json(text, str(path))
+    try:
+        return state_from_json(text, str(path))
+    except StateError as e:
+        what = f"{path}: empty" if not text.strip() else str(e)
+        raise StateError(
+            f"{what}: the file is damaged. `rke-py util get-state-file` (with the same --config) writes it "
+            "again from the copy the cluster keeps, setting this one aside"
+        ) from e
 
 
 def write_state(path: str | os.PathLike[str], state: ClusterState) -> None:

@@ -22,7 +22,7 @@ def get_state_file_command(host: HostCommand) -> None:
     """Write cluster.rkestate from the cluster's full-cluster-state secret (an existing file is kept with a
     time suffix)."""
     with host.run("util get-state-file"):
-        path, who = get_state_file(host.prepare(), host.options())
+        path, who = get_state_file(host.prepare(local_state=False), host.options())
         if host.json:
             emit_json({"ok": True, "state": str(path), "read_with": who})
         else:

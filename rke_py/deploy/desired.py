@@ -73,14 +73,16 @@ def prepare(
     rotate_key: bool = False,
     changing: bool = False,
     custom_certs: Path | None = None,
+    local_state: bool = True,
 ) -> Desired:
     """Load cluster.yml and the state, build, reuse or rotate certificates, and plan every node. Pure of
     hosts. `rotation` re-issues certificates of a cluster, `rotate_key` replaces the encryption key; so do
     cluster.yml's rotate_certificates and rotate_encryption_key in a command `changing` the cluster (up,
     plan), not in one that only reads it. `custom_certs`: the directory of the user's own certificates,
-    used as they are once every one is checked."""
+    used as they are once every one is checked. Without `local_state` the state file beside cluster.yml is
+    not read (`util get-state-file` replaces it, damaged or not)."""
     config_path = Path(config_path)
-    state = read_state(state_path_for(config_path)) or ClusterState()
+    state = (read_state(state_path_for(config_path)) if local_state else None) or ClusterState()
     loaded = config_pkg.load(config_path, strict=strict, recorded=recorded_images(state.current.rke_config))
     running = str(state.current.rke_config.get("kubernetesVersion") or "")
     encrypting = state.current.encryption_config

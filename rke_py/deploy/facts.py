@@ -30,3 +30,4 @@ class HostFacts:
     file_hashes: dict[str, str | None] = field(default_factory=dict)
     listening_ports: set[int] = field(default_factory=set)
     disk_free_mb: int = 0
+    clock_offset_s: float | None = None  # the host's clock minus this machine's (None: not read)

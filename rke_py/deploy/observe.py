@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
+import time
 from concurrent.futures import Executor
 
 from rke_py.deploy.facts import HostFacts, ObservedContainer
@@ -34,7 +35,7 @@ def observe(
     shell = beside.submit(host.run, script) if beside else None
     facts = _docker_facts(host, registry)
     done = shell.result() if shell else host.run(script)
-    _read_shell_facts(facts, done.stdout.decode(errors="replace"), paths)
+    _read_shell_facts(facts, done.stdout.decode(errors="replace"), paths, now=time.time())
     if not host.root:
         facts.file_hashes = host.file_hashes(paths)
     return facts
@@ -65,11 +66,12 @@ def _facts_script(paths: list[str], prefix: str) -> str:
     hashes = f"sha256sum -- {' '.join(shlex.quote(p) for p in paths)} 2>/dev/null" if paths else "true"
     return (
         f"{hashes}; echo '--- ports'; cat /proc/net/tcp /proc/net/tcp6 2>/dev/null; "
-        f"echo '--- df'; df -Pk {shlex.quote(prefix)} | tail -n 1"
+        f"echo '--- df'; df -Pk {shlex.quote(prefix)} | tail -n 1; echo '--- clock'; date +%s"
     )
 
 
-def _read_shell_facts(facts: HostFacts, out: str, paths: list[str]) -> None:
+def _read_shell_facts(facts: HostFacts, out: str, paths: list[str], now: float) -> None:
+    """The script's sections into `facts`; `now`: this machine's clock when the answer came."""
     section = "hashes"
     facts.file_hashes = dict.fromkeys(paths)
     for line in out.splitlines():
@@ -83,3 +85,5 @@ def _read_shell_facts(facts: HostFacts, out: str, paths: list[str]) -> None:
             facts.listening_ports.add(int(fields[1].rsplit(":", 1)[1], 16))
         elif section == "df" and len(fields) >= 4 and fields[3].isdigit():
             facts.disk_free_mb = int(fields[3]) // 1024
+        elif section == "clock" and len(fields) == 1 and fields[0].isdigit():
+            facts.clock_offset_s = int(fields[0]) - now

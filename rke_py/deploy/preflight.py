@@ -9,6 +9,9 @@ from rke_py.plan.components import REGISTRY, Component, port_owners
 
 MIN_DOCKER = (20, 10)
 MIN_DISK_MB = 1024
+# Certificates made here are valid from now: a host behind refuses them, and tokens' times are checked
+# across hosts. A clock kept by NTP is within a second.
+MAX_CLOCK_OFFSET_S = 60
 
 
 def preflight(
@@ -39,6 +42,8 @@ def preflight(
                 problems.append(f"port {port} (for {component.name}) is already in use by another program")
     if facts.disk_free_mb and facts.disk_free_mb < MIN_DISK_MB:
         problems.append(f"only {facts.disk_free_mb} MiB free under {config.prefix_path} (need {MIN_DISK_MB})")
+    if facts.clock_offset_s is not None and abs(facts.clock_offset_s) > MAX_CLOCK_OFFSET_S:
+        problems.append(_clock(facts.clock_offset_s))
     if problems:
         return HostError(facts.address, "preflight", "; ".join(problems))
     return None
@@ -50,3 +55,13 @@ def _version(text: str) -> tuple[int, int]:
         return int(parts[0]), int(parts[1])
     except (IndexError, ValueError):
         return (0, 0)
+
+
+def _clock(offset: float) -> str:
+    minutes = round(abs(offset) / 60)
+    amount = f"{minutes // 60} h {minutes % 60} min" if minutes >= 60 else f"{max(minutes, 1)} min"
+    return (
+        f"its clock is {amount} {'ahead of' if offset > 0 else 'behind'} this machine's (more than "
+        f"{MAX_CLOCK_OFFSET_S} s: certificates and tokens would not be valid on every host); set the time on "
+        "both (NTP: chrony or systemd-timesyncd) and run again"
+    )

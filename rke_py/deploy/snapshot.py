@@ -12,12 +12,13 @@ from __future__ import annotations
 import base64
 import logging
 import posixpath
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
 
 from rke_py.config.schema import ClusterConfig, Node
 from rke_py.deploy import rolling
@@ -395,19 +396,25 @@ def _restore_phases(session: Session, snapshot: Snapshot, result: Restored) -> S
 def get_state_file(desired: Desired, options: Options) -> tuple[Path, str]:
     """cluster.rkestate written back from the running cluster's `full-cluster-state` Secret (the file there
     is kept with a time suffix first), and whose certificate asked: the admin of the kubeconfig when it
-    is still there, else the kube-node identity of a controlplane host, as RKE's fallback."""
+    is still there and the cluster accepts it, else the kube-node identity of a controlplane host, as
+    RKE's fallback. The local state is not read: it may be the damaged or stale one being replaced."""
     config = desired.config
+    refusals = []
     with Session(desired, options) as session:
         run_phases([_ConnectRole(session, "controlplane")])
-        ca, client, who = _identity(session)
         servers = [
             hostport(n.address, 6443) for n in config.hosts("controlplane") if n.address in session.targets
         ]
-        api = session.connector.kube_api(servers, (ca, client))
-        try:
-            secret = api.get(STATE_SECRET_PATH)
-        except KubeAPIError as exc:
-            raise StateError(f"the cluster holds no state to read ({STATE_SECRET_PATH}: {exc})") from exc
+        for ca, client, who in _identities(session):
+            try:
+                secret = session.connector.kube_api(servers, (ca, client)).get(STATE_SECRET_PATH)
+                break
+            except KubeAPIError as exc:
+                refusals.append(f"{who}: {exc}")
+        else:
+            raise StateError(
+                f"the cluster's state ({STATE_SECRET_PATH}) could not be read: " + "; ".join(refusals)
+            )
     text = state_from_secret(secret)
     if text is None:
         raise StateError(f"{STATE_SECRET_PATH} has no {NAME} key")
@@ -418,25 +425,29 @@ def get_state_file(desired: Desired, options: Options) -> tuple[Path, str]:
     return path, who
 
 
-def _identity(session: Session) -> tuple[CertKeyPair, CertKeyPair, str]:
+def _identities(session: Session) -> Iterator[tuple[CertKeyPair, CertKeyPair, str]]:
+    """(CA, client, whose) to ask the API with: the kubeconfig's admin when it can be read, then a
+    controlplane host's kube-node."""
     kubeconfig = kubeconfig_path_for(session.desired.config_path)
-    if kubeconfig.exists():
+    try:
         doc = YAML(typ="safe").load(kubeconfig.read_text())
         user = doc["users"][0]["user"]
         cluster = doc["clusters"][0]["cluster"]
         pem = {k: base64.b64decode(v).decode() for k, v in {**user, **cluster}.items() if k.endswith("-data")}
-        return (
+        yield (
             CertKeyPair(CA, pem["certificate-authority-data"]),
             CertKeyPair(KUBE_ADMIN, pem["client-certificate-data"], pem["client-key-data"]),
             f"the admin certificate of {kubeconfig.name}",
         )
+    except (OSError, YAMLError, LookupError, TypeError, ValueError) as exc:
+        log.debug("%s not used: %s", kubeconfig, exc)
     node = next(iter(session.targets.values()))
     with onhost.HostDir(node.host, session.desired.config, ssl_dir(session.desired.config.prefix_path)) as d:
         ca, cert, key = (
             d.read(posixpath.basename(p)).decode()
             for p in (cert_path(CA), cert_path(KUBE_NODE), key_path(KUBE_NODE))
         )
-    return (
+    yield (
         CertKeyPair(CA, ca),
         CertKeyPair(KUBE_NODE, cert, key),
         f"the kube-node certificate of {node.address}",

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from rke_py.addons import DNS_ADDONS, DNS_DEPLOYMENTS
 from rke_py.config.schema import ClusterConfig, Node
 from rke_py.deploy import actions as a
-from rke_py.deploy import clusterstate, rolling
+from rke_py.deploy import belonging, clusterstate, rolling
 from rke_py.deploy.apply import Applier, Target
 from rke_py.deploy.desired import Desired, prepare
 from rke_py.deploy.handover import available
@@ -109,6 +109,8 @@ class Connect(Phase):
         r = self.r
         workers = rolling.worker_allowance(r.config)
         r.session.connect(workers=workers)
+        for address in belonging.check(r.desired, [t.facts for t in r.session.targets.values()]):
+            log.warning("%s: held another cluster's certificates or keys: they are replaced", address)
         for error in r.session.unreachable:
             log.warning(
                 "%s: skipped (within max_unavailable_worker %d): %s", error.host, workers, error.detail
@@ -362,8 +364,8 @@ class RemovedHosts(Phase):
 
 
 class SaveState(Phase):
-    """`current=False` at the start (the certificates are never lost, even if applying fails); `True` once
-    the hosts match, with the host keys learned on the way."""
+    """`current=False` before the first change (the certificates are never lost, even if applying fails);
+    `True` once the hosts match, with the host keys learned on the way."""
 
     key = "state"
     TITLES = {False: "saving certificates to the state file", True: "saving the cluster state"}
@@ -568,9 +570,9 @@ def up_phases(run: Run) -> list[Phase]:
     prepared = PrepareHosts(run)
     control, worker = (Plane(run, prepared, key) for key in PLANES[1:])
     return [
-        SaveState(run, current=False),
         Connect(run),
         Preflight(run),
+        SaveState(run, current=False),
         prepared,
         EtcdPlane(run, prepared),
         control,

@@ -112,15 +112,54 @@ def test_restore_from_s3_onto_wiped_etcd_hosts_without_the_local_state(lab):
     assert state.exists() and state.stat().st_mode & 0o777 == 0o600
 
 
-def test_get_state_file_writes_the_state_back_from_the_cluster(lab):
+def another_clusters_state(lab) -> str:
+    """A state for the same cluster.yml with certificates of its own (`up --init` elsewhere): what a state
+    from another cluster, or from before a CA rotation, looks like to the hosts."""
+    elsewhere = Path(lab.cluster_yml).parent / "elsewhere"
+    elsewhere.mkdir(exist_ok=True)
+    copy = elsewhere / Path(lab.cluster_yml).name
+    copy.write_text(Path(lab.cluster_yml).read_text())
+    assert rke_py("up", "--init", "--config", str(copy)).code == 0
+    return copy.with_suffix(".rkestate").read_text()
+
+
+# how the local state is damaged: (name, its new content or None for gone, the kubeconfig lost too)
+DAMAGE = [
+    ("lost", lambda lab, text: None, False),
+    ("lost-with-kubeconfig", lambda lab, text: None, True),
+    ("emptied", lambda lab, text: "", False),
+    ("truncated", lambda lab, text: text[: len(text) // 2], False),
+    ("another-clusters", lambda lab, text: another_clusters_state(lab), False),
+]
+
+
+@pytest.mark.parametrize(
+    ("damage", "kubeconfig_lost"), [(d[1], d[2]) for d in DAMAGE], ids=[d[0] for d in DAMAGE]
+)
+def test_a_damaged_or_lost_state_is_refused_then_fetched_from_the_cluster(lab, damage, kubeconfig_lost):
+    """`up` touches nothing and points at `util get-state-file`, which writes the cluster's copy back
+    (asking with a controlplane host's kube-node identity when the kubeconfig is gone too)."""
     state = Path(lab.cluster_yml).with_suffix(".rkestate")
-    kept = state.read_text()
-    state.unlink()
+    kubeconfig = state.with_name(f"kube_config_{Path(lab.cluster_yml).name}")
+    kept, before = state.read_text(), [containers_on(lab, i) for i in range(len(lab.hosts))]
+    damaged = damage(lab, kept)
+    if damaged is None:
+        state.unlink()
+    else:
+        state.write_text(damaged)
+    if kubeconfig_lost:
+        kubeconfig.unlink()
+    refused = up(lab)
+    assert refused.code in (2, 4), refused.stderr[-3000:]
+    assert "rke-py util get-state-file" in refused.stderr and "Traceback" not in refused.stderr
+    assert [containers_on(lab, i) for i in range(len(lab.hosts))] == before
     got = run(lab, "util", "get-state-file")
     assert got.code == 0, got.stderr
     assert state.read_text() == kept
+    assert ("kube-node" if kubeconfig_lost else "admin") in got.json()["read_with"]
     noop = up(lab, "--no-verify")
     assert noop.code == 0 and noop.json()["changed"] == 0, noop.stderr
+    assert kubeconfig.exists()
 
 
 def test_recurring_snapshots_are_taken_uploaded_and_pruned(lab):

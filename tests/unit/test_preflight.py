@@ -1,5 +1,7 @@
 """Preflight refuses a host before anything changes, and says why."""
 
+import pytest
+
 from rke_py.config.schema import ClusterConfig, Node
 from rke_py.deploy.facts import HostFacts, ObservedContainer
 from rke_py.deploy.observe import _read_shell_facts
@@ -53,12 +55,29 @@ def test_shell_facts_parse_hashes_listening_ports_and_disk():
         "   0: 0100007F:192B 00000000:0000 0A 00000000:00000000\n"
         "   1: 0100007F:9C40 0100007F:192B 01 00000000:00000000\n"
         "--- df\n/dev/vda 263174212 23000000 209000000 10% /\n"
+        "--- clock\n1700000000\n"
     )
     f = HostFacts("h")
-    _read_shell_facts(f, out, ["/etc/kubernetes/ssl/kube-ca.pem", "/etc/kubernetes/ssl/missing.pem"])
+    _read_shell_facts(
+        f, out, ["/etc/kubernetes/ssl/kube-ca.pem", "/etc/kubernetes/ssl/missing.pem"], now=1700018000.5
+    )
     assert f.file_hashes == {
         "/etc/kubernetes/ssl/kube-ca.pem": "abc",
         "/etc/kubernetes/ssl/missing.pem": None,
     }
     assert f.listening_ports == {6443}
     assert f.disk_free_mb == 209000000 // 1024
+    assert f.clock_offset_s == -18000.5
+
+
+@pytest.mark.parametrize(
+    ("offset", "said"), [(-18000.5, "5 h 0 min behind"), (61, "1 min ahead of"), (4000, "1 h 7 min ahead of")]
+)
+def test_a_clock_more_than_a_minute_off_is_refused_with_the_way_to_fix_it(offset, said):
+    failure = preflight(config(), NODE, facts(clock_offset_s=offset))
+    assert failure is not None and failure.step == "preflight"
+    assert f"its clock is {said} this machine's" in failure.detail and "NTP" in failure.detail
+
+
+def test_a_clock_within_a_minute_passes():
+    assert preflight(config(), NODE, facts(clock_offset_s=-59.9)) is None

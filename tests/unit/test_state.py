@@ -183,11 +183,17 @@ def test_no_state_yet_is_none(tmp_path):
     assert read_state(tmp_path / "cluster.rkestate") is None
 
 
-def test_a_broken_state_is_an_error_naming_the_file(tmp_path):
+@pytest.mark.parametrize(
+    ("text", "what"), [('{"desiredState": ', "not valid JSON"), ("", "empty"), ("\n", "empty")]
+)
+def test_a_damaged_state_is_an_error_naming_the_file_and_the_way_back(tmp_path, text, what):
+    """Truncated or emptied (a full disk, a copy cut off): exit 2, and the cluster's own copy named."""
     path = tmp_path / "cluster.rkestate"
-    path.write_text('{"desiredState": ')
-    with pytest.raises(StateError, match=r"cluster\.rkestate: not valid JSON"):
+    path.write_text(text)
+    with pytest.raises(StateError, match=rf"cluster\.rkestate: {what}") as damaged:
         read_state(path)
+    assert "rke-py util get-state-file" in str(damaged.value)
+    assert damaged.value.exit_status == 2
 
 
 def test_state_is_written_private_and_atomically(tmp_path, state):
