@@ -16,6 +16,7 @@ from typing import Any, cast
 
 import docker
 import paramiko
+import requests
 import urllib3
 from docker.constants import MINIMUM_DOCKER_API_VERSION
 from docker.transport.basehttpadapter import BaseHTTPAdapter
@@ -220,6 +221,9 @@ class HostDocker:
             return fn(*args, **kwargs)
         except docker.errors.NotFound as e:
             raise DockerError(f"{what}: {e.explanation or e}", missing=True) from e
+        except requests.exceptions.Timeout as e:
+            stuck = "the host, its network or its Docker is stuck"
+            raise DockerError(f"{what}: Docker did not answer within {self.api.timeout:g} s ({stuck})") from e
         except (docker.errors.DockerException, OSError, paramiko.SSHException) as e:
             raise DockerError(f"{what}: {e}") from e
 

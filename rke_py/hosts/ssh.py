@@ -427,7 +427,18 @@ class Connection:
                     f.write(content)
                 sftp.posix_rename(tmp, path)
             except OSError as e:
-                raise self._error("write", f"cannot write {path}: {e.strerror or e}") from None
+                why = self._why(e.strerror or str(e), path, content)
+                raise self._error("write", f"cannot write {path}: {why}") from None
+
+    def _why(self, failed: str, path: str, content: bytes) -> str:
+        """SFTP says "Failure" for most errors, a full disk among them: which it was, asked of the host."""
+        if failed != "Failure":
+            return failed
+        directory = os.path.dirname(path)
+        df = self.run(f"df -Pk {shlex.quote(directory)} | tail -n 1").stdout.decode(errors="replace").split()
+        if len(df) >= 4 and df[3].isdigit() and int(df[3]) * 1024 < len(content) + 4096:
+            return f"no space left on the disk holding {directory} ({df[3]} KiB free); free some, run again"
+        return failed
 
     @staticmethod
     def _makedirs(sftp: paramiko.SFTPClient, directory: str) -> None:

@@ -210,6 +210,11 @@ def _log_tail(container: Container, lines: int = 10) -> list[str]:
     return container.logs(tail=lines).decode(errors="replace").splitlines()
 
 
+def wait_ready(host: LabHost, timeout: float = READY_TIMEOUT) -> None:
+    """Until `host` answers over SSH and its Docker answers: after it was restarted or its Docker stopped."""
+    _wait_ready(docker.from_env().containers.get(host.name), host, timeout)
+
+
 def _wait_ready(container: Container, host: LabHost, timeout: float = READY_TIMEOUT) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -14,13 +14,16 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from itertools import cycle
 
+import docker
 import pytest
 
 from rke_py.deploy.up import EtcdPlane, Kubeconfig, Plane, PrepareHosts, SaveState, Verify
+from rke_py.lab import hosts
 from rke_py.lab.state import Lab
 from rke_py.plan.components import BACKUP_PREFIX
 from tests.lab.e2e import (
@@ -29,6 +32,7 @@ from tests.lab.e2e import (
     edit_cluster_yml,
     host_exec,
     kubectl,
+    kubectl_run,
     own_lab,
     rke_py,
     up,
@@ -82,6 +86,8 @@ def points(cuts: list[tuple[str, float]]) -> list[tuple[str, float, signal.Signa
 FULL = os.environ.get("RKE_PY_FAULTS") == "all"
 FRESH_POINTS = points(FRESH) if FULL else [points(FRESH)[i] for i in (1, 5)]
 ROLLING_POINTS = points(ROLLING) if FULL else [points(ROLLING)[3]]
+SNAPSHOTS = "/opt/rke/etcd-snapshots"
+RUN_BOUND_S = 300  # the longest a run may go on once a host is lost (README, "When a run is cut off")
 BUSY = [("waited-for", ())] + ([("no-patience", ("--api-timeout", "0"))] if FULL else [])
 
 
@@ -107,12 +113,15 @@ def up_until(
     for line in proc.stderr:
         seen.append(line)
         if line.rstrip().endswith(f"phase: {phase}"):
-            then(proc)
             break
     else:
         pytest.fail(f"up ended ({proc.wait()}) before phase {phase!r}:\n{''.join(seen)[-3000:]}")
-    seen.append(proc.stderr.read())
-    return proc.wait(timeout=600), "".join(seen)
+    rest = threading.Thread(target=lambda: seen.append(proc.stderr.read()))  # never a full pipe
+    rest.start()
+    then(proc)
+    code = proc.wait(timeout=600)
+    rest.join()
+    return code, "".join(seen)
 
 
 def cut_off(lab: Lab, phase: str, sig: signal.Signals, after: float) -> tuple[int, str]:
@@ -155,6 +164,17 @@ def flags(value: int):
     return change
 
 
+def value_written(lab: Lab) -> None:
+    """A running cluster with a value in etcd that must outlive the fault (`value_kept`)."""
+    if kubectl_run(lab, "get", "configmap", "before-fault").returncode != 0:
+        assert up(lab).code == 0
+        kubectl(lab, "create", "configmap", "before-fault", "--from-literal=kept=yes")
+
+
+def value_kept(lab: Lab) -> bool:
+    return kubectl(lab, "get", "configmap", "before-fault", "-o", "jsonpath={.data.kept}") == "yes"
+
+
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory) -> Iterator[Lab]:
     with own_lab(tmp_path_factory, "faults", 3) as made:
@@ -179,14 +199,12 @@ def test_a_fresh_up_cut_off_anywhere_is_finished_by_the_next(lab, point):
 @pytest.mark.parametrize("point", ROLLING_POINTS, ids=point_id)
 def test_a_rolling_change_cut_off_anywhere_is_finished_by_the_next(lab, point):
     phase, after, sig = point
-    if "configmap/before-fault" not in kubectl(lab, "get", "configmap", "-o", "name").split():
-        assert up(lab).code == 0
-        kubectl(lab, "create", "configmap", "before-fault", "--from-literal=kept=yes")
+    value_written(lab)
     value = 1 + points(ROLLING).index(point)
     edit_cluster_yml(lab, flags(value))
     stopped_as_told(*cut_off(lab, phase, sig, after), sig)
     converged(lab)
-    assert kubectl(lab, "get", "configmap", "before-fault", "-o", "jsonpath={.data.kept}") == "yes"
+    assert value_kept(lab)
     for index in range(len(lab.hosts)):
         running = containers_on(lab, index)
         for container, flag in FLAGGED.values():
@@ -234,3 +252,149 @@ def test_an_apiserver_too_busy_to_answer_for_longer_than_one_request(single, cas
         last = stderr.strip().splitlines()[-1]
         assert "no apiserver answered" in last and "asked 1 times in 30 s" in last, last
     converged(single)
+
+
+# What happens to a host in the middle of a rolling change: (what, the phase it happens in, host index)
+HOST_FAULTS = ["docker-stopped", "host-restarted", "ssh-cut", "network-cut"]
+
+
+def docker_stopped(lab: Lab, index: int) -> Callable[[], None]:
+    """Docker stopped as `systemctl stop docker` does (its containers stop); the undo starts it again."""
+    host_exec(
+        lab,
+        index,
+        "touch /run/docker-stopped; pid=$(cat /run/docker.pid); kill -TERM $pid; "
+        "while kill -0 $pid 2>/dev/null; do sleep 0.2; done",
+    )
+
+    def start() -> None:
+        host_exec(lab, index, "rm -f /run/docker-stopped")
+        hosts.wait_ready(lab.hosts[index])
+
+    return start
+
+
+def host_restarted(lab: Lab, index: int) -> Callable[[], None]:
+    """The machine killed (power off) and started again a few seconds later."""
+    machine = docker.from_env().containers.get(lab.hosts[index].name)
+    machine.kill()
+    time.sleep(5)
+    machine.reload()
+    if machine.status != "running":  # its restart policy may have started it already
+        machine.start()
+    return lambda: hosts.wait_ready(lab.hosts[index])
+
+
+def ssh_cut(lab: Lab, index: int) -> Callable[[], None]:
+    """Every SSH session to the host killed (sshd itself still listens): a reset connection."""
+    host_exec(lab, index, 'pkill -KILL -P "$(pgrep -o -x sshd)"')  # the listener's children: one a login
+    return lambda: None
+
+
+def network_cut(lab: Lab, index: int) -> Callable[[], None]:
+    """The host taken off the network (packets dropped, nothing refused); the undo puts it back."""
+    network = docker.from_env().networks.get(lab.network)
+    network.disconnect(lab.hosts[index].name)
+
+    def back() -> None:
+        network.connect(lab.hosts[index].name, ipv4_address=lab.hosts[index].address)
+        hosts.wait_ready(lab.hosts[index])
+
+    return back
+
+
+@pytest.mark.parametrize("fault", HOST_FAULTS)
+def test_a_host_failing_in_the_middle_of_a_rolling_change_is_named_and_the_next_up_finishes(lab, fault):
+    """The run ends within the README's bound, without a traceback, naming the host (or succeeds where
+    the connection is dialled again); once the host is back a plain `up` converges, etcd's data intact."""
+    index = 1
+    value_written(lab)
+    edit_cluster_yml(lab, flags(100 + HOST_FAULTS.index(fault)))
+    inject = {
+        "docker-stopped": docker_stopped,
+        "host-restarted": host_restarted,
+        "ssh-cut": ssh_cut,
+        "network-cut": network_cut,
+    }[fault]
+    undo: list[Callable[[], None]] = []
+    ended: list[float] = []
+
+    def strike(proc: subprocess.Popen[str]) -> None:
+        time.sleep(2)
+        undo.append(inject(lab, index))
+        started = time.monotonic()
+        while proc.poll() is None and time.monotonic() - started < RUN_BOUND_S:
+            time.sleep(0.5)
+        ended.append(time.monotonic() - started)
+
+    try:
+        code, stderr = up_until(lab, CONTROL, strike)
+    finally:
+        for back in undo:
+            back()
+    print(f"\n{fault}: exit {code} {ended[0]:.0f} s after the fault; {stderr.strip().splitlines()[-1]}")
+    assert "Traceback" not in stderr, stderr[-3000:]
+    assert ended[0] < RUN_BOUND_S, f"still running {RUN_BOUND_S} s after the fault"
+    if fault == "ssh-cut":
+        assert code == 0 and "connecting again" in stderr, stderr[-3000:]
+    elif code != 0:
+        assert lab.hosts[index].address in stderr.strip().splitlines()[-1], stderr[-3000:]
+    converged(lab)
+    assert value_kept(lab)
+
+
+def last_words(stderr: str) -> str:
+    """What the run said last: the error a user reads."""
+    return stderr.strip().splitlines()[-1] if stderr.strip() else ""
+
+
+def test_a_full_disk_under_etc_kubernetes_is_named_and_the_next_up_finishes(lab):
+    remove(lab)
+    full = lab.hosts[2]
+    host_exec(lab, 2, "mkdir -p /etc/kubernetes && mount -t tmpfs -o size=8k tmpfs /etc/kubernetes")
+    try:
+        run = up(lab)
+    finally:
+        host_exec(lab, 2, "umount /etc/kubernetes")
+    assert run.code == 5 and "Traceback" not in run.stderr, run.stderr[-3000:]
+    said = last_words(run.stderr)
+    assert (
+        said.startswith(f"{full.address}: ") and "no space left on the disk holding /etc/kubernetes" in said
+    )
+    converged(lab)
+
+
+def test_a_full_snapshot_directory_is_named_and_the_snapshots_there_kept(lab):
+    value_written(lab)
+    assert rke_py("etcd", "snapshot-save", "--name", "before-full", *cluster_args(lab)).code == 0
+    host_exec(lab, 0, f"mount -t tmpfs -o size=64k tmpfs {SNAPSHOTS}")
+    try:
+        failed = rke_py("etcd", "snapshot-save", "--name", "full", *cluster_args(lab))
+    finally:
+        host_exec(lab, 0, f"umount {SNAPSHOTS}")
+    assert failed.code == 5 and "Traceback" not in failed.stderr, failed.stderr[-3000:]
+    assert lab.hosts[0].address in failed.stderr and "no space left on device" in failed.stderr.lower()
+    saved = rke_py("etcd", "snapshot-save", "--name", "after-full", *cluster_args(lab))
+    assert saved.code == 0, saved.stderr[-3000:]
+    kept = host_exec(lab, 0, f"ls {SNAPSHOTS}")
+    assert "before-full" in kept and "after-full" in kept, kept
+
+
+def test_a_host_clock_hours_off_is_refused_before_any_change(lab):
+    """As the host reports it (its `date` five hours behind): preflight names the host and the way out."""
+    value_written(lab)
+    before = containers_on(lab, 1)
+    host_exec(
+        lab,
+        1,
+        "printf '#!/bin/sh\\nexec /bin/date -d @$(( $(/bin/date +%%s) - 18000 )) \"$@\"\\n' "
+        ">/usr/local/bin/date && chmod +x /usr/local/bin/date",
+    )
+    try:
+        refused = up(lab)
+    finally:
+        host_exec(lab, 1, "rm -f /usr/local/bin/date")
+    assert refused.code == 4, refused.stderr[-3000:]
+    assert f"{lab.hosts[1].address}: preflight: its clock is 5 h 0 min behind" in refused.stderr
+    assert containers_on(lab, 1) == before
+    assert up(lab).code == 0

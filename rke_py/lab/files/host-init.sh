@@ -104,10 +104,11 @@ stop() {
 }
 trap stop TERM INT
 
-# Keep running while either daemon runs; a dead dockerd is restarted so the host heals itself; once a
-# second the pod network follows the kubelet.
+# Keep running while either daemon runs; a dead dockerd is restarted so the host heals itself, unless
+# it was stopped on purpose (the lab's `systemctl stop docker`: /run/docker-stopped, gone on a restart);
+# once a second the pod network follows the kubelet.
 while :; do
-    if ! kill -0 "$dockerd_pid" 2>/dev/null; then
+    if ! kill -0 "$dockerd_pid" 2>/dev/null && [ ! -e /run/docker-stopped ]; then
         log "dockerd exited; restarting it"
         rm -f /run/docker.pid /run/docker/containerd/containerd.pid
         dockerd --config-file /etc/docker/daemon.json >>/var/log/dockerd.log 2>&1 &
