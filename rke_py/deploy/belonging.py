@@ -29,15 +29,16 @@ def check(desired: Desired, observed: Iterable[HostFacts]) -> list[str]:
     known_ca, known_keys = _known(desired)
     ca_path = ca_file(desired.config)
     key_path = host_path(desired.config, encryption.PATH)
+    state = state_path_for(desired.config_path).name
     foreign: dict[str, str] = {}
     matched = False
     for facts in observed:
         ca, key = facts.file_hashes.get(ca_path), facts.file_hashes.get(key_path)
         if ca is not None and ca not in known_ca:
-            foreign[facts.address] = f"its {ca_path} is another CA than cluster.rkestate's"
+            foreign[facts.address] = f"its {ca_path} is another CA than {state}'s"
         elif key is not None and key not in known_keys:
             foreign[facts.address] = (
-                f"its {key_path} holds a key cluster.rkestate does not: the Secrets it encrypted would "
+                f"its {key_path} holds a key {state} does not: the Secrets it encrypted would "
                 "become unreadable"
             )
         matched = matched or ca in known_ca
