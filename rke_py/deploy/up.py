@@ -237,6 +237,23 @@ class PrepareHosts(Phase):
             self.pool.shutdown(wait=True, cancel_futures=True)
 
 
+class HostsPrepared(Phase):
+    """Every host's preparation over, and without a failure, before the state may say the hosts match:
+    a host whose only change was its files is waited for by no plane."""
+
+    key, title = "prepared", "waiting for the hosts still writing files or pulling images"
+
+    def __init__(self, run: Run, prepared: PrepareHosts):
+        self.r = run
+        self.prepared = prepared
+
+    def has_work(self) -> bool:
+        return any(not f.done() or f.exception() is not None for f in self.prepared.futures.values())
+
+    def run(self) -> None:
+        self.prepared.ready(self.r.reachable)
+
+
 class EtcdPlane(Phase):
     """One member at a time. Members of hosts that left go first; a replaced member must be healthy
     before the next is touched; new members are started together (a new cluster has no quorum until
@@ -581,6 +598,7 @@ def up_phases(run: Run) -> list[Phase]:
         # before the current state says the cluster encrypts: a killed run rewrites again
         AsPlanned(run, "secrets", "rewriting every Secret under the encryption config"),
         worker,
+        HostsPrepared(run, prepared),
         AsPlanned(run, "pods", "restarting the add-ons' pods (a new CA, a restored snapshot)"),
         RemovedHosts(run),
         SaveState(run, current=True),

@@ -21,6 +21,12 @@ class Completed:
     stderr: bytes
 
 
+def disk_full(directory: str, free_kib: int | None = None) -> str:
+    """What a write that ran out of room says, the same whichever way (SFTP, Docker) it wrote."""
+    free = f" ({free_kib} KiB free)" if free_kib is not None else ""
+    return f"no space left on the disk holding {directory}{free}; free some, run again"
+
+
 class DockerError(Exception):
     """A Docker API call on a host failed; `missing` when the container or image does not exist."""
 

@@ -23,9 +23,9 @@ from typing import TypeVar
 
 import paramiko
 
-from rke_py.errors import ConnectError, UnreachableError
+from rke_py.errors import ConnectError, HostError, UnreachableError
 from rke_py.hosts import channels
-from rke_py.hosts.base import Completed, parse_sha256sum
+from rke_py.hosts.base import Completed, disk_full, parse_sha256sum
 from rke_py.hosts.hostkeys import HostKeyPolicy, HostKeyRejected, HostKeyStore
 from rke_py.hosts.keys import KeyLoader, KeyProblem, expand_home
 
@@ -423,12 +423,13 @@ class Connection:
                     sftp.remove(tmp)  # a leftover of an interrupted run; "x" below refuses to follow it
                 with sftp.open(tmp, "wxb") as f:
                     f.chmod(mode)
-                    f.set_pipelined(True)
-                    f.write(content)
+                    f.write(content)  # not pipelined: paramiko then drops the write's error (a full disk)
                 sftp.posix_rename(tmp, path)
             except OSError as e:
-                why = self._why(e.strerror or str(e), path, content)
-                raise self._error("write", f"cannot write {path}: {why}") from None
+                if not self.transport.is_active():
+                    raise self._error("write", f"cannot write {path}: connection lost ({e})") from None
+                why = self._why(e.strerror or str(e), path, content)  # the host refused: a failed step
+                raise HostError(self.host, "write", f"cannot write {path}: {why}") from None
 
     def _why(self, failed: str, path: str, content: bytes) -> str:
         """SFTP says "Failure" for most errors, a full disk among them: which it was, asked of the host."""
@@ -437,7 +438,7 @@ class Connection:
         directory = os.path.dirname(path)
         df = self.run(f"df -Pk {shlex.quote(directory)} | tail -n 1").stdout.decode(errors="replace").split()
         if len(df) >= 4 and df[3].isdigit() and int(df[3]) * 1024 < len(content) + 4096:
-            return f"no space left on the disk holding {directory} ({df[3]} KiB free); free some, run again"
+            return disk_full(directory, int(df[3]))
         return failed
 
     @staticmethod

@@ -8,6 +8,7 @@ import json
 import textwrap
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -17,10 +18,11 @@ from rke_py.deploy.desired import Desired, prepare
 from rke_py.deploy.remove import remove
 from rke_py.deploy.session import Options
 from rke_py.deploy.up import plan, up
-from rke_py.errors import ApplyError, ConnectError, PreflightError
+from rke_py.errors import ApplyError, ConnectError, HostError, PreflightError
 from rke_py.hosts.base import DockerError
 from rke_py.plan.components import REGISTRY, Component, Placement
 from rke_py.plan.model import ContainerSpec, HealthCheck
+from rke_py.verify.checks import Check, _node_checks
 from tests.unit.fakehost import FakeConnector, FakeHost, World
 
 OPTIONS = Options(verify=False)
@@ -558,3 +560,40 @@ def test_a_hosts_images_are_pulled_side_by_side_and_a_failed_pull_names_its_imag
     docker.images.clear()
     with pytest.raises(ApplyError, match=r"10\.0\.0\.1: images: pull-image reg/broken: manifest unknown"):
         cluster.up()
+
+
+def test_a_node_whose_docker_stopped_names_docker_before_the_components_it_took_along(tmp_path, monkeypatch):
+    cluster = Cluster(tmp_path)
+    cluster.up()
+    stopped = cluster.host("10.0.0.2")
+    for container in stopped.docker.by_id.values():
+        container.running = False
+    gone = "docker info: sshd could not open a channel to Docker (Connect failed): has it stopped?"
+    monkeypatch.setattr(stopped.docker, "info", lambda: (_ for _ in ()).throw(DockerError(gone)))
+    desired = cluster.desired()
+    with ThreadPoolExecutor(max_workers=8) as beside:
+        checks = {
+            a: _node_checks(desired.plan.node(a), desired.bundle, cluster.host(a), beside)
+            for a in ("10.0.0.1", "10.0.0.2")
+        }
+    first, *rest = checks["10.0.0.2"]
+    assert first == Check("docker", "10.0.0.2", False, f"{gone}; start Docker there, then run again")
+    assert rest and not any(c.ok for c in rest)
+    assert all(c.ok and c.name != "docker" for c in checks["10.0.0.1"])
+
+
+def test_a_host_whose_only_change_is_a_file_it_cannot_write_fails_the_run_before_the_state_says_done(
+    tmp_path, monkeypatch
+):
+    """No plane waits for such a host: the run still waits for it, and fails naming it (a full disk)."""
+    cluster = Cluster(tmp_path)
+    cluster.up()
+    state = (tmp_path / "cluster.rkestate").read_text()
+    host = cluster.host("10.0.0.3")
+    del host.files["/etc/kubernetes/ssl/kube-ca.pem"]
+    full = HostError("10.0.0.3", "write", "cannot write /etc/kubernetes/ssl/kube-ca.pem: no space left")
+    monkeypatch.setattr(host, "write_files", lambda files: (_ for _ in ()).throw(full))
+    with pytest.raises(HostError) as failure:
+        cluster.up()
+    assert failure.value is full and failure.value.exit_status == 5
+    assert (tmp_path / "cluster.rkestate").read_text() == state  # not marked as matching the hosts
