@@ -139,7 +139,7 @@ class Applier:
             case a.PullImage(image=image):
                 self._pull(target, image)
             case a.RemoveContainer(id=cid):
-                docker.remove(cid)
+                remove_if_present(docker, cid)
             case a.RotateProxy(conf=conf, rkes=rkes):
                 if not rkes:
                     target.host.write_files([conf])
@@ -248,7 +248,8 @@ class Applier:
                 docker.start(action.old_id)
             log.warning("%s: put the previous %s back", target.address, spec.name)
             raise
-        docker.remove(action.old_id)
+        # gone already is as good: a request of a run cut off by a lost network may arrive late
+        remove_if_present(docker, action.old_id)
 
     def wait_for(self, target: Target, spec: ContainerSpec) -> None:
         """Wait for the container's health check, as one of the host actions running at once."""

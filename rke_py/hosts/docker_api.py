@@ -63,7 +63,10 @@ class _ChannelHTTPConnection(SSHConnection):
         self._open_channel = open_channel
 
     def connect(self) -> None:
-        chan = self._open_channel()
+        try:
+            chan = self._open_channel()
+        except paramiko.ChannelException as e:  # Docker answered when the run connected
+            raise DockerError(f"sshd could not open a channel to Docker ({e.text}): has it stopped?") from e
         chan.settimeout(self.timeout)
         self.sock = cast(Any, chan)  # a paramiko Channel is socket enough for http.client
 
@@ -221,6 +224,8 @@ class HostDocker:
             return fn(*args, **kwargs)
         except docker.errors.NotFound as e:
             raise DockerError(f"{what}: {e.explanation or e}", missing=True) from e
+        except DockerError as e:
+            raise DockerError(f"{what}: {e}") from e
         except requests.exceptions.Timeout as e:
             stuck = "the host, its network or its Docker is stuck"
             raise DockerError(f"{what}: Docker did not answer within {self.api.timeout:g} s ({stuck})") from e

@@ -16,7 +16,7 @@ from typing import Any
 from rke_py.addons.k8s import object_ref
 from rke_py.config.schema import ClusterConfig
 from rke_py.errors import VerifyError
-from rke_py.hosts.base import HostConnection
+from rke_py.hosts.base import DockerError, HostConnection
 from rke_py.kube.api import KubeAPI, KubeAPIError, node_ready
 from rke_py.pki.certs import CertKeyPair
 from rke_py.plan.kubelet import role_taints
@@ -38,7 +38,7 @@ BESIDE = 8  # a node's probes and file hashes at once: more than any node has (t
 
 @dataclass
 class Check:
-    name: str  # etcd, kube-apiserver, nginx-proxy, lease, node, addon, namespace, pod
+    name: str  # docker, etcd, kube-apiserver, nginx-proxy, lease, node, addon, namespace, pod
     target: str  # host address or object name
     ok: bool
     detail: str
@@ -210,7 +210,19 @@ def _node_checks(
         if stale:
             ok, detail = False, f"{', '.join(stale)} not as planned (re-run `rke-py up`)"
         checks.append(Check(spec.name, node.address, ok, detail))
+    if not all(c.ok for c in checks):
+        checks[:0] = _docker_check(host)
     return checks
+
+
+def _docker_check(host: HostConnection) -> list[Check]:
+    """A failed check on a node whose Docker no longer answers: that is the cause, said first, not the
+    components it took with it."""
+    try:
+        host.docker.info()
+    except DockerError as exc:
+        return [Check("docker", host.address, False, f"{exc}; start Docker there, then run again")]
+    return []
 
 
 def _check_leases(report, config: ClusterConfig, hostnames: Mapping[str, str], api: KubeAPI) -> None:
