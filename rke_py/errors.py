@@ -15,7 +15,7 @@ class ExitStatus(IntEnum):
 
     OK = 0
     ERROR = 1  # unexpected failure; a bug or an environment problem rke-py did not foresee
-    CONFIG = 2  # cluster.yml (or a command-line option) is invalid; nothing was touched
+    CONFIG = 2  # cluster.yml, a command-line option or the state file is unusable; nothing was touched
     CONNECT = 3  # a host could not be reached or authenticated over SSH, or its Docker did not answer
     PREFLIGHT = 4  # a host failed preflight checks; nothing was changed anywhere
     APPLY = 5  # changing a host failed (a container did not start or become healthy)
@@ -89,7 +89,10 @@ class UsageError(RkePyError):
 
 
 class HostError(RkePyError):
-    """Something failed on one host; names the host and the step."""
+    """Something failed on one host; names the host and the step. A step that changes or reads the host
+    failed: exit 5 unless a subclass says otherwise."""
+
+    exit_status = ExitStatus.APPLY
 
     def __init__(self, host: str, step: str, message: str, log_tail: list[str] | None = None):
         self.host = host
@@ -130,8 +133,6 @@ class PreflightError(RkePyError):
 
 class ApplyError(HostError):
     """Applying a change on a host failed."""
-
-    exit_status = ExitStatus.APPLY
 
 
 class VerifyError(RkePyError):

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 
 from rke_py.config.schema import ClusterConfig, Node
 from rke_py.errors import HostError
-from rke_py.hosts.base import DockerError, HostConnection, remove_if_present
+from rke_py.hosts.base import DockerError, HostConnection, disk_full, remove_if_present
 from rke_py.hosts.docker_api import HostDocker
 from rke_py.hosts.dockerfiles import HELPER_LABEL, tar_one
 from rke_py.plan import etcd
@@ -185,7 +185,8 @@ class HostDir:
         try:
             _docker(self.host).put_archive(self._helper(), BACKUP, tar_one(tmp, data, 0o600))
         except DockerError as exc:
-            raise HostError(self.host.address, step, str(exc)) from exc
+            full = "no space left on device" in str(exc)
+            raise HostError(self.host.address, step, disk_full(self.directory) if full else str(exc)) from exc
         self._exec(step, ["mv", "-f", posixpath.join(BACKUP, tmp), posixpath.join(BACKUP, filename)])
 
     def read(self, filename: str) -> bytes:

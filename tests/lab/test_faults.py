@@ -286,8 +286,10 @@ def host_restarted(lab: Lab, index: int) -> Callable[[], None]:
 
 
 def ssh_cut(lab: Lab, index: int) -> Callable[[], None]:
-    """Every SSH session to the host killed (sshd itself still listens): a reset connection."""
-    host_exec(lab, index, 'pkill -KILL -P "$(pgrep -o -x sshd)"')  # the listener's children: one a login
+    """Every SSH session to the host killed (sshd itself still listens, its children are the logins): a
+    reset connection. The lab's busybox has no pkill."""
+    logins = "ps -o pid,ppid | awk -v l=\"$(cat /run/sshd.pid)\" '$2 == l {print $1}'"
+    host_exec(lab, index, f"kill -KILL $({logins})")
     return lambda: None
 
 
@@ -339,29 +341,34 @@ def test_a_host_failing_in_the_middle_of_a_rolling_change_is_named_and_the_next_
         assert code == 0 and "connecting again" in stderr, stderr[-3000:]
     elif code != 0:
         assert lab.hosts[index].address in stderr.strip().splitlines()[-1], stderr[-3000:]
+    if fault == "docker-stopped" and code != 0:  # the cause, not only the components it took along
+        assert "has it stopped?" in stderr or "Docker is not running" in stderr, stderr[-3000:]
     converged(lab)
     assert value_kept(lab)
 
 
-def last_words(stderr: str) -> str:
-    """What the run said last: the error a user reads."""
-    return stderr.strip().splitlines()[-1] if stderr.strip() else ""
+def error_said(stderr: str) -> str:
+    """The error line a user reads (`error: HOST: STEP: CAUSE`), before any container's last log lines."""
+    return next((line[len("error: ") :] for line in stderr.splitlines() if line.startswith("error: ")), "")
 
 
 def test_a_full_disk_under_etc_kubernetes_is_named_and_the_next_up_finishes(lab):
-    remove(lab)
+    """The disk holding /etc/kubernetes full (a tiny tmpfs over it, hiding the files there, so the run must
+    write them again): the run names the host and the disk, and once there is room the next up finishes."""
+    value_written(lab)
     full = lab.hosts[2]
-    host_exec(lab, 2, "mkdir -p /etc/kubernetes && mount -t tmpfs -o size=8k tmpfs /etc/kubernetes")
+    host_exec(lab, 2, "mount -t tmpfs -o size=8k tmpfs /etc/kubernetes")
     try:
         run = up(lab)
     finally:
         host_exec(lab, 2, "umount /etc/kubernetes")
     assert run.code == 5 and "Traceback" not in run.stderr, run.stderr[-3000:]
-    said = last_words(run.stderr)
+    said = error_said(run.stderr)
     assert (
         said.startswith(f"{full.address}: ") and "no space left on the disk holding /etc/kubernetes" in said
-    )
+    ), run.stderr[-3000:]
     converged(lab)
+    assert value_kept(lab)
 
 
 def test_a_full_snapshot_directory_is_named_and_the_snapshots_there_kept(lab):
@@ -373,27 +380,39 @@ def test_a_full_snapshot_directory_is_named_and_the_snapshots_there_kept(lab):
     finally:
         host_exec(lab, 0, f"umount {SNAPSHOTS}")
     assert failed.code == 5 and "Traceback" not in failed.stderr, failed.stderr[-3000:]
-    assert lab.hosts[0].address in failed.stderr and "no space left on device" in failed.stderr.lower()
+    said = error_said(failed.stderr)
+    assert (
+        said.startswith(f"{lab.hosts[0].address}: ")
+        and f"no space left on the disk holding {SNAPSHOTS}" in said
+    ), failed.stderr[-3000:]
     saved = rke_py("etcd", "snapshot-save", "--name", "after-full", *cluster_args(lab))
     assert saved.code == 0, saved.stderr[-3000:]
     kept = host_exec(lab, 0, f"ls {SNAPSHOTS}")
     assert "before-full" in kept and "after-full" in kept, kept
 
 
+SKEWED_SHELL = """#!/bin/sh
+date() { /bin/busybox date -d "@$(( $(/bin/busybox date +%s) - 18000 ))" "$@"; }
+[ "$1" = -c ] && eval "$2"
+"""
+
+
 def test_a_host_clock_hours_off_is_refused_before_any_change(lab):
-    """As the host reports it (its `date` five hours behind): preflight names the host and the way out."""
+    """As the host reports it: root's login shell there answers `date` five hours behind (a container
+    cannot set its own clock, and the lab's busybox shell runs `date` as a builtin, past any PATH);
+    preflight names the host and the way out, and nothing is changed."""
     value_written(lab)
     before = containers_on(lab, 1)
     host_exec(
         lab,
         1,
-        "printf '#!/bin/sh\\nexec /bin/date -d @$(( $(/bin/date +%%s) - 18000 )) \"$@\"\\n' "
-        ">/usr/local/bin/date && chmod +x /usr/local/bin/date",
+        f"cat >/usr/local/bin/skewed <<'EOF'\n{SKEWED_SHELL}EOF\nchmod +x /usr/local/bin/skewed; "
+        "sed -i 's|^root:\\(.*\\):/bin/sh$|root:\\1:/usr/local/bin/skewed|' /etc/passwd",
     )
     try:
         refused = up(lab)
     finally:
-        host_exec(lab, 1, "rm -f /usr/local/bin/date")
+        host_exec(lab, 1, "sed -i 's|:/usr/local/bin/skewed$|:/bin/sh|' /etc/passwd")
     assert refused.code == 4, refused.stderr[-3000:]
     assert f"{lab.hosts[1].address}: preflight: its clock is 5 h 0 min behind" in refused.stderr
     assert containers_on(lab, 1) == before

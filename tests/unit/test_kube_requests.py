@@ -7,6 +7,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
+import re
 import socket
 import ssl
 import threading
@@ -105,11 +106,13 @@ def test_a_busy_apiserver_fails_the_call_once_the_bound_is_spent_naming_call_ser
         _api(server.dial, patience=0.5).apply("/api/v1/namespaces/kube-system/secrets/x?dryRun=All", {})
     assert time.monotonic() - started < 1.5
     message = str(info.value)
-    assert message.startswith(
+    said = re.escape(
         "PATCH /api/v1/namespaces/kube-system/secrets/x: no apiserver answered "
-        f"(10.0.0.1:6443, 10.0.0.2:6443); asked {len(server.asked)} times in 0 s: "
-        "10.0.0.1:6443: HTTP 503: etcdserver: request timed out"
-    ), message
+        f"(10.0.0.1:6443, 10.0.0.2:6443); asked {len(server.asked)} times in "
+    )
+    # the seconds as spent, rounded: under a busy CI machine's load the half-second bound reads "1 s"
+    cause = re.escape("10.0.0.1:6443: HTTP 503: etcdserver: request timed out")
+    assert re.match(said + r"[01] s: " + cause, message), message
     assert len(server.asked) > 3
 
 

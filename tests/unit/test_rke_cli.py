@@ -234,7 +234,7 @@ def test_get_kubeconfig_writes_the_admin_kubeconfig_back_from_the_state(tmp_path
 def test_get_kubeconfig_without_a_running_cluster_says_what_to_do(tmp_path: Path, capsys):
     with pytest.raises(SystemExit) as done:
         main(["util", "get-kubeconfig", "--config", write(tmp_path)])
-    assert done.value.code == ExitStatus.ERROR
+    assert done.value.code == ExitStatus.CONFIG  # the local state says there is nothing to read
     assert "records no running cluster: run `rke-py up`" in capsys.readouterr().err
 
 
