@@ -55,6 +55,9 @@ class ClusterState:
     etcd_members_added: list[str] = field(default_factory=list)  # etcd members that joined a running cluster
     # the snapshot etcd was restored from, until up restarts the add-ons' pods (their view of the API is old)
     restored_snapshot: str = ""
+    # a restore is replacing the etcd members' data: until every member has the snapshot's, only running
+    # the restore again may go on (an `up` would start etcd on a mix of old and restored members)
+    restoring: bool = False
 
 
 def state_path_for(config_path: str | os.PathLike[str]) -> Path:
@@ -266,6 +269,7 @@ def state_to_json(state: ClusterState, *, compact: bool = False) -> str:
             "hostKeys": dict(sorted(state.host_keys.items())),
             "etcdMembersAdded": list(state.etcd_members_added),
             **({"restoredSnapshot": state.restored_snapshot} if state.restored_snapshot else {}),
+            **({"restoring": True} if state.restoring else {}),
         }
     if compact:
         return json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
@@ -286,6 +290,7 @@ def state_from_json(text: str, source: str = "cluster.rkestate") -> ClusterState
         host_keys=dict(extras.get("hostKeys") or {}),
         etcd_members_added=list(extras.get("etcdMembersAdded") or []),
         restored_snapshot=str(extras.get("restoredSnapshot") or ""),
+        restoring=extras.get("restoring") is True,
     )
 
 

@@ -255,6 +255,7 @@ def restore(
     takes the cluster state from the local file instead of the snapshot's, `custom_certs` the directory of
     the user's own certificates for the `up` that follows."""
     desired = prepare(config_path, strict=strict)
+    fresh = not desired.state.restored_snapshot  # else one was cut off: its hosts set their old data aside
     result = Restored(name, "", "")
     with Session(desired, options) as session:
         run_phases([_ConnectAll(session)], on_phase=on_phase)
@@ -274,7 +275,9 @@ def restore(
         write_state(state_path_for(config_path), state)
         desired = prepare(config_path, strict=strict)  # the certificates and keys of the snapshot
         session.desired = desired
-        run_phases(_restore_phases(session, snapshot, result), on_phase=on_phase)
+        run_phases(_restore_phases(session, snapshot, result, fresh), on_phase=on_phase)
+        state.restoring = False  # every member has the snapshot's data: `up` may start them
+        write_state(state_path_for(config_path), state)
     result.up = up(prepare(config_path, strict=strict, custom_certs=custom_certs), options, on_phase)
     return result
 
@@ -326,10 +329,11 @@ def _state_for(snapshot: Snapshot, desired: Desired, result: Restored, local: bo
     state.current = State(encryption_config=state.current.encryption_config)
     state.etcd_members_added = []
     state.restored_snapshot = snapshot.name
+    state.restoring = True
     return state
 
 
-def _restore_phases(session: Session, snapshot: Snapshot, result: Restored) -> Sequence[Phase]:
+def _restore_phases(session: Session, snapshot: Snapshot, result: Restored, fresh: bool) -> Sequence[Phase]:
     desired = session.desired
     config = desired.config
     nodes = config.hosts("etcd")
@@ -385,7 +389,8 @@ def _restore_phases(session: Session, snapshot: Snapshot, result: Restored) -> S
 
         def run(self) -> None:
             def member(node: Node) -> None:
-                onhost.restore_member(session.targets[node.address].host, config, node, snapshot.db, seconds)
+                host = session.targets[node.address].host
+                onhost.restore_member(host, config, node, snapshot.db, seconds, fresh)
 
             each(member, nodes)
             result.replaced = [n.address for n in nodes]

@@ -34,7 +34,7 @@ from rke_py.kube.api import KubeAPIError
 from rke_py.pki import expiry
 from rke_py.plan import nginx_proxy
 from rke_py.plan.components import PLANES
-from rke_py.state import state_path_for, state_to_json
+from rke_py.state import StateError, state_path_for, state_to_json
 from rke_py.verify.checks import Report
 
 log = logging.getLogger("rke_py.deploy")
@@ -629,6 +629,18 @@ def _run(desired: Desired, options: Options, connector: Connector | None) -> tup
     return Run(desired, options, session, applier), session
 
 
+def _no_restore_cut_off(desired: Desired) -> None:
+    """A restore stopped before every etcd member had the snapshot's data is finished by the restore alone:
+    `up` would start members of the old cluster beside members of the restored one."""
+    if desired.state.restoring:
+        name = desired.state.restored_snapshot
+        raise StateError(
+            f"{state_path_for(desired.config_path).name}: the restore of snapshot {name} was cut off before "
+            f"every etcd member had its data: run `rke-py etcd snapshot-restore --name {name}` again (with "
+            "the same --s3 options if it came from S3)"
+        )
+
+
 def up(
     desired: Desired,
     options: Options,
@@ -638,6 +650,7 @@ def up(
     """Bring every host and the cluster objects to the plan, phase by phase; save state and kubeconfig;
     verify. An encryption change made in two stages (a new key, or encryption turned off) runs twice, the
     second time from the state the first one saved."""
+    _no_restore_cut_off(desired)
     now = dt.datetime.now(dt.UTC)
     expired, soon = expiry.ending(expiry.of_bundle(desired.bundle), now)
     for ending in (*expired, *soon):
@@ -668,6 +681,7 @@ def _apply(
 
 def plan(desired: Desired, options: Options, connector: Connector | None = None) -> UpResult:
     """What `up` would do now, without changing anything: the same phases, as a dry run."""
+    _no_restore_cut_off(desired)
     run, session = _run(desired, options, connector)
     with session:
         run_phases(up_phases(run), dry_run=True)

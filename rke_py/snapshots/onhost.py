@@ -28,13 +28,22 @@ from rke_py.snapshots.archive import SUFFIX
 DATA_DIR = "/var/lib/etcd"  # the member's data on the host, under prefix_path
 SAVED = "/etcd-snapshot.db"  # inside a one-shot container (saved there, or restored from): gone with it
 LOG_LINES = 10
-# Moves the member's data aside (one copy kept) and leaves an empty data directory for etcdutl. Fixed
-# text: the directories are mounted, no value of cluster.yml is in it.
-SET_ASIDE = (
-    "set -e; cd /parent; rm -rf etcd.before-restore; "
-    "if [ -e etcd ]; then mv etcd etcd.before-restore; fi; mkdir -m 0700 etcd"
-)
 log = logging.getLogger("rke_py.snapshots")
+
+
+def set_aside(fresh: bool) -> str:
+    """The script that empties the member's data directory for a restore, the data it held kept beside it
+    as `etcd.before-restore` (in /parent). A restore cut off and run again must not set aside what it
+    restored the first time over the data from before it: `etcd.restoring` marks a restore under way,
+    and only a `fresh` one (no restore unfinished) starts the marking anew. Fixed text: the directories
+    are mounted, no value of cluster.yml is in it."""
+    return (
+        "set -e; cd /parent; "
+        + ("rm -f etcd.restoring; " if fresh else "")
+        + "if [ ! -e etcd.restoring ]; then rm -rf etcd.before-restore; touch etcd.restoring; fi; "
+        "if [ -e etcd ] && [ ! -e etcd.before-restore ]; then mv etcd etcd.before-restore; fi; "
+        "rm -rf etcd; mkdir -m 0700 etcd"
+    )
 
 
 @dataclass(frozen=True)
@@ -214,11 +223,12 @@ class HostDir:
 
 
 def restore_member(
-    host: HostConnection, config: ClusterConfig, node: Node, db: bytes, timeout: float
+    host: HostConnection, config: ClusterConfig, node: Node, db: bytes, timeout: float, fresh: bool
 ) -> None:
     """Replace the member's data with the snapshot `db` as a member of a new cluster of every etcd node:
-    the old data is kept beside it as `etcd.before-restore`. The snapshot is copied into the restore
-    container itself, so no copy of it is left on the host."""
+    the old data is kept beside it as `etcd.before-restore` (`set_aside`; `fresh`: no restore was left
+    unfinished). The snapshot is copied into the restore container itself, so no copy of it is left on
+    the host."""
     data = host_path(config, DATA_DIR)
     step = "etcd restore: set the old data aside"
     with _container(
@@ -226,7 +236,7 @@ def restore_member(
         step,
         "etcd-restore-prepare",
         config.system_images.alpine,
-        ["sh", "-c", SET_ASIDE],
+        ["sh", "-c", set_aside(fresh)],
         [f"{posixpath.dirname(data)}:/parent:z"],
         network="none",
     ) as cid:

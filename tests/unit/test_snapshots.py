@@ -6,6 +6,8 @@ from __future__ import annotations
 import hashlib
 import io
 import ipaddress
+import shlex
+import shutil
 import socket
 import subprocess
 import sys
@@ -13,6 +15,7 @@ import time
 import zipfile
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 
 import boto3
 import pytest
@@ -25,7 +28,16 @@ from rke_py.pki.certs import make_ca, make_signed
 from rke_py.plan.encryption import key_file, new_key
 from rke_py.snapshots import s3
 from rke_py.snapshots.archive import Snapshot, SnapshotError, check_name, default_name, pack, unpack
-from rke_py.state import ClusterState, State, read_state, state_from_json, state_to_json, write_state
+from rke_py.snapshots.onhost import set_aside
+from rke_py.state import (
+    ClusterState,
+    State,
+    StateError,
+    read_state,
+    state_from_json,
+    state_to_json,
+    write_state,
+)
 from tests.unit.test_deploy_fake import Cluster
 
 
@@ -213,3 +225,47 @@ def test_the_up_after_a_restore_restarts_the_addons_pods_even_if_a_killed_run_be
     after = read_state(path)
     assert after is not None and after.restored_snapshot == ""
     assert not [x for x in cluster.up().cluster_actions if x.kind == "restart-pods"]
+
+
+def set_aside_in(parent: Path, fresh: bool) -> None:
+    script = set_aside(fresh).replace("cd /parent", f"cd {shlex.quote(str(parent))}")
+    subprocess.run(["sh", "-c", script], check=True)
+
+
+def test_a_restore_run_again_after_a_cut_keeps_the_data_from_before_the_first_attempt(tmp_path: Path):
+    data = tmp_path / "etcd"
+    data.mkdir()
+    (data / "member").write_text("before")
+    set_aside_in(tmp_path, fresh=True)
+    (data / "member").write_text("restored, then the run was cut off")
+    set_aside_in(tmp_path, fresh=False)
+    assert (tmp_path / "etcd.before-restore" / "member").read_text() == "before"
+    assert list(data.iterdir()) == []
+    # cut between marking and moving: the data there is still the one from before, and is moved aside
+    shutil.rmtree(tmp_path / "etcd.before-restore")
+    (data / "member").write_text("before")
+    set_aside_in(tmp_path, fresh=False)
+    assert (tmp_path / "etcd.before-restore" / "member").read_text() == "before"
+    # that restore finished: a later one keeps what runs by then
+    (data / "member").write_text("restored")
+    set_aside_in(tmp_path, fresh=True)
+    assert (tmp_path / "etcd.before-restore" / "member").read_text() == "restored"
+
+
+def test_up_after_a_restore_cut_off_among_the_members_says_to_run_the_restore_again(tmp_path: Path):
+    cluster = Cluster(tmp_path)
+    cluster.up()
+    path = tmp_path / "cluster.rkestate"
+    state = read_state(path)
+    assert state is not None
+    state.restored_snapshot, state.restoring = "nightly", True
+    write_state(path, state)
+    assert read_state(path) == state
+    for command in (cluster.up, cluster.plan):
+        with pytest.raises(StateError) as refused:
+            command()
+        assert str(refused.value) == (
+            "cluster.rkestate: the restore of snapshot nightly was cut off before every etcd member had its "
+            "data: run `rke-py etcd snapshot-restore --name nightly` again (with the same --s3 options if "
+            "it came from S3)"
+        )
