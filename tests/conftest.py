@@ -26,7 +26,11 @@ OUTSIDE_INPUTS = {
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests that need something from outside the repository are left out, not skipped, without it: what
     only real Kubernetes does (pods run; the stand-ins run none by design), and comparisons with RKE's own
-    rendering of KDM's templates."""
+    rendering of KDM's templates. The lab's tests share one Docker engine and its subnets: one worker
+    runs them all, in order, while another runs the unit tests."""
+    for item in items:  # with xdist (scripts/test): the lab's tests one after another on one worker
+        if item.nodeid.startswith("tests/lab/"):
+            item.add_marker(pytest.mark.xdist_group("lab"))
     absent = [marker for marker, var in OUTSIDE_INPUTS.items() if not os.environ.get(var)]
     left_out = [item for item in items if any(item.get_closest_marker(m) for m in absent)]
     if left_out:
