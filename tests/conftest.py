@@ -23,6 +23,7 @@ OUTSIDE_INPUTS = {
 }
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests that need something from outside the repository are left out, not skipped, without it: what
     only real Kubernetes does (pods run; the stand-ins run none by design), and comparisons with RKE's own

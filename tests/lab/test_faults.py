@@ -257,7 +257,7 @@ def test_an_apiserver_too_busy_to_answer_for_longer_than_one_request(single, cas
     converged(single)
 
 
-# What happens to a host in the middle of a rolling change: (what, the phase it happens in, host index)
+# What happens to a host in the middle of a rolling change
 HOST_FAULTS = ["docker-stopped", "host-restarted", "ssh-cut", "network-cut"] if FULL else ["host-restarted"]
 
 
@@ -482,3 +482,25 @@ def test_any_command_cut_off_anywhere_is_finished_by_running_it_again(lab, point
         # what etcd held when the first attempt began: written after the snapshot, so not restored data
         db = "/var/lib/etcd.before-restore/member/snap/db"
         assert host_exec(lab, 0, f"grep -c after-snapshot {db}").strip() not in ("", "0")
+
+
+def test_a_second_run_while_one_works_is_refused_at_once_and_the_first_finishes(lab):
+    """Two pipelines on one cluster: the second is refused (exit 7) naming the lock, before it touches
+    anything; the first goes on undisturbed."""
+    value_written(lab)
+    second = []
+
+    def start_another(proc: subprocess.Popen[str]) -> None:
+        second.append(up(lab))
+
+    code, stderr = up_until(
+        lab,
+        "saving snapshot beside from a healthy etcd member",
+        start_another,
+        command="etcd snapshot-save --name beside",
+    )
+    assert code == 0, stderr[-3000:]
+    refused = second[0]
+    assert refused.code == 7, refused.stderr[-3000:]
+    assert "another rke-py run is working on" in error_said(refused.stderr), refused.stderr[-3000:]
+    assert "beside" in rke_py("etcd", "snapshot-list", *cluster_args(lab)).stdout
