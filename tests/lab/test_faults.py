@@ -504,3 +504,38 @@ def test_a_second_run_while_one_works_is_refused_at_once_and_the_first_finishes(
     assert refused.code == 7, refused.stderr[-3000:]
     assert "another rke-py run is working on" in error_said(refused.stderr), refused.stderr[-3000:]
     assert "beside" in rke_py("etcd", "snapshot-list", *cluster_args(lab)).stdout
+
+
+@pytest.mark.parametrize("fault", HOST_FAULTS)
+def test_a_host_failing_in_the_middle_of_a_restore_is_named_and_the_restore_run_again_finishes(lab, fault):
+    """A host lost while the members are restored: the run names it, `up` refuses to start a half-restored
+    etcd, and the restore run again gives every member the snapshot's data."""
+    index = 1
+    value_written(lab)
+    if "before-cut" not in rke_py("etcd", "snapshot-list", *cluster_args(lab)).stdout:
+        assert rke_py("etcd", "snapshot-save", "--name", "before-cut", *cluster_args(lab)).code == 0
+    kubectl(lab, "create", "configmap", "after-snapshot", "--from-literal=gone=soon")
+    inject = {"docker-stopped": docker_stopped, "host-restarted": host_restarted, "ssh-cut": ssh_cut}.get(
+        fault, network_cut
+    )
+    undo: list[Callable[[], None]] = []
+
+    def strike(proc: subprocess.Popen[str]) -> None:
+        undo.append(inject(lab, index))
+        proc.wait(timeout=RUN_BOUND_S)
+
+    try:
+        code, stderr = up_until(lab, "restoring every etcd member from the snapshot", strike, command=RESTORE)
+    finally:
+        for back in undo:
+            back()
+    print(f"\n{fault} in a restore: exit {code}; {stderr.strip().splitlines()[-1]}")
+    assert "Traceback" not in stderr, stderr[-3000:]
+    if code != 0:
+        assert lab.hosts[index].address in stderr, stderr[-3000:]
+        assert up(lab).code == 2  # a half-restored etcd is not started
+    again = rke_py(*RESTORE.split(), *cluster_args(lab))
+    assert again.code == 0, again.stderr[-3000:]
+    converged(lab)
+    assert value_kept(lab)
+    assert kubectl_run(lab, "get", "configmap", "after-snapshot").returncode != 0
