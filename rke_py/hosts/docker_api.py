@@ -229,6 +229,9 @@ class HostDocker:
         except requests.exceptions.Timeout as e:
             stuck = "the host, its network or its Docker is stuck"
             raise DockerError(f"{what}: Docker did not answer within {self.api.timeout:g} s ({stuck})") from e
+        except requests.exceptions.ConnectionError as e:
+            lost = f"the host, its network or its SSH session was lost; {_last(e)}"
+            raise DockerError(f"{what}: the connection to Docker broke before it answered ({lost})") from e
         except (docker.errors.DockerException, OSError, paramiko.SSHException) as e:
             raise DockerError(f"{what}: {e}") from e
 
@@ -349,3 +352,11 @@ class HostDocker:
 
     def close(self) -> None:
         self.api.close()
+
+
+def _last(error: BaseException) -> str:
+    """The innermost cause a transport error wraps (requests nests urllib3's, which nests http.client's)."""
+    inner = error
+    while inner.args and isinstance(inner.args[-1], BaseException):
+        inner = inner.args[-1]
+    return f"{type(inner).__name__}: {inner}" if str(inner) else type(inner).__name__

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import http.client
 from pathlib import Path
+from typing import cast
 
 import pytest
+import requests
+import urllib3
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
 from rke_py.config.schema import BastionHost, ClusterConfig, Node
 from rke_py.deploy.targets import bastion_target, ssh_target
 from rke_py.errors import ConnectError, ExitStatus
+from rke_py.hosts.base import DockerError
 from rke_py.hosts.channels import split_url
-from rke_py.hosts.docker_api import socket_problem
+from rke_py.hosts.docker_api import HostDocker, NodeAPIClient, socket_problem
 from rke_py.hosts.keys import PASSPHRASE_ENV, KeyLoader, KeyProblem, expand_home
 from rke_py.hosts.ssh import SSHTarget
 
@@ -201,6 +206,21 @@ def test_a_docker_socket_problem_leads_with_its_cause_and_advises_what_fits_the_
     assert "RedHat/CentOS root cannot use Docker over SSH" in root and "usermod" not in root
     user = socket_problem("/var/run/docker.sock", "ubuntu", "open failed")
     assert "`sudo usermod -aG docker ubuntu`" in user
+
+
+def test_a_connection_cut_while_docker_works_says_so_before_the_transports_words():
+    closed = http.client.RemoteDisconnected("Remote end closed connection without response")
+    cut = requests.exceptions.ConnectionError(urllib3.exceptions.ProtocolError("Connection aborted.", closed))
+
+    def wait() -> None:
+        raise cut
+
+    with pytest.raises(DockerError) as said:
+        HostDocker(cast(NodeAPIClient, None))._call("wait etcd-restore", wait)
+    assert str(said.value) == (
+        "wait etcd-restore: the connection to Docker broke before it answered (the host, its network or its "
+        "SSH session was lost; RemoteDisconnected: Remote end closed connection without response)"
+    )
 
 
 @pytest.mark.parametrize(
