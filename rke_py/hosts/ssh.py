@@ -44,6 +44,8 @@ _TIMEOUT_HINT = "Please check if the node is up and is accepting SSH connections
 EXEC_SLOTS = 6
 # A connection lost more often than this in one run is a host problem to report, not a blip to ride out.
 MAX_REDIALS = 3
+# How long a lost connection is dialled again while nothing answers, as a restarting machine's sshd comes back
+REDIAL_PATIENCE_S = 60
 
 
 @dataclass(frozen=True)
@@ -347,8 +349,22 @@ class Connection:
                     raise self._error("ssh", lost)
                 self.redials += 1
                 log.warning("%s: the SSH connection was lost (%s); connecting again", self.host, reason)
-                self.transport = self._redial()
+                self.transport = self._dial_again(self._redial)
         return self.transport
+
+    def _dial_again(self, dial: Callable[[], paramiko.Transport]) -> paramiko.Transport:
+        """A new connection, waiting up to REDIAL_PATIENCE_S for a host whose sshd does not answer yet (a
+        machine restarting): a refused key or another host key fails at once."""
+        deadline, pause = time.monotonic() + REDIAL_PATIENCE_S, 1.0
+        while True:
+            try:
+                return dial()
+            except UnreachableError as e:
+                if time.monotonic() + pause > deadline:
+                    raise
+                log.warning("%s: %s; trying again in %g s", self.host, e.detail, pause)
+                time.sleep(pause)
+                pause = min(2 * pause, 8)
 
     def opened(self, open_on: Callable[[paramiko.Transport], T]) -> T:
         """`open_on(transport)` (a channel, SFTP), tried once more on a new connection when this one turns

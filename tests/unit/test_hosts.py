@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import http.client
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import pytest
 import requests
@@ -14,7 +14,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
 from rke_py.config.schema import BastionHost, ClusterConfig, Node
 from rke_py.deploy.targets import bastion_target, ssh_target
-from rke_py.errors import ConnectError, ExitStatus
+from rke_py.errors import ConnectError, ExitStatus, UnreachableError
+from rke_py.hosts import ssh
 from rke_py.hosts.base import DockerError
 from rke_py.hosts.channels import split_url
 from rke_py.hosts.docker_api import HostDocker, NodeAPIClient, socket_problem
@@ -221,6 +222,42 @@ def test_a_connection_cut_while_docker_works_says_so_before_the_transports_words
         "wait etcd-restore: the connection to Docker broke before it answered (the host, its network or its "
         "SSH session was lost; RemoteDisconnected: Remote end closed connection without response)"
     )
+
+
+class _Transport:
+    """As much of paramiko's transport as a lost connection shows."""
+
+    def __init__(self, active: bool):
+        self.active = active
+
+    def is_active(self) -> bool:
+        return self.active
+
+    def get_exception(self) -> None:
+        return None
+
+
+def test_a_lost_connection_waits_for_a_restarting_host_but_not_for_a_refused_key(monkeypatch):
+    slept: list[float] = []
+    monkeypatch.setattr(ssh.time, "sleep", slept.append)
+    back = _Transport(active=True)
+    answers: list[object] = [UnreachableError("10.0.0.1", "ssh", "connection refused")] * 3 + [back]
+
+    def dial() -> object:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    target = SSHTarget(address="10.0.0.1")
+    conn = ssh.Connection(target, cast(Any, _Transport(active=False)), None, redial=cast(Any, dial))
+    assert conn._live() is back and slept == [1, 2, 4]  # sshd answered on the fourth try
+    refused = ConnectError("10.0.0.1", "ssh", "the host refused our key")
+    answers[:] = [refused]
+    conn.transport = cast(Any, _Transport(active=False))
+    with pytest.raises(ConnectError) as failed:
+        conn._live()
+    assert failed.value is refused and slept == [1, 2, 4]
 
 
 @pytest.mark.parametrize(
