@@ -55,6 +55,7 @@ from rke_py.templating import hostport
 from rke_py.verify.checks import Check, Report, verify
 
 log = logging.getLogger("rke_py.deploy")
+DOCKER_PROBE_S = 10  # how long a failed run asks the failing host's Docker whether it still answers
 
 
 @dataclass
@@ -162,8 +163,44 @@ class Session:
     def __enter__(self) -> Session:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.connector.close()
+    def __exit__(self, kind: object, error: BaseException | None, tb: object) -> None:
+        try:
+            stopped = self._docker_stopped(error)
+        finally:
+            self.connector.close()
+        if stopped is not None:
+            raise stopped from error
+
+    def _docker_stopped(self, error: BaseException | None) -> HostError | None:
+        """A step that failed on a host whose Docker no longer answers, said with that cause first: a health
+        check or a container start failing is what the user sees, Docker stopping is what to mend. Asked
+        for DOCKER_PROBE_S at most, so a host that is gone does not hold the run's end."""
+        if (
+            not isinstance(error, HostError)
+            or isinstance(error, ConnectError)
+            or error.host not in self.targets
+        ):
+            return None
+        target = self.targets[error.host]
+        if str(error) != str(HostError(error.host, error.step, error.detail, error.log_tail)):
+            return None  # several hosts failed (parallel.combined): each says its own cause
+        answer: list[str] = []
+
+        def probe() -> None:
+            try:
+                target.host.docker.info()
+                answer.append("")
+            except DockerError as exc:
+                answer.append(str(exc).removeprefix("docker info: "))
+
+        asking = threading.Thread(target=probe, daemon=True)
+        asking.start()
+        asking.join(DOCKER_PROBE_S)
+        cause = answer[0] if answer else f"Docker did not answer within {DOCKER_PROBE_S} s"
+        if not cause or cause in error.detail:
+            return None
+        detail = f"Docker stopped answering ({cause}): start it, then run again; what failed: {error.detail}"
+        return HostError(error.host, error.step, detail, error.log_tail)
 
     def connect(
         self, *, tolerate: bool = False, workers: int = 0, nodes: Sequence[Node] | None = None

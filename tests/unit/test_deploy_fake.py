@@ -582,6 +582,37 @@ def test_a_node_whose_docker_stopped_names_docker_before_the_components_it_took_
     assert all(c.ok and c.name != "docker" for c in checks["10.0.0.1"])
 
 
+def test_a_step_failing_where_docker_stopped_says_docker_first_and_what_failed_after(tmp_path, monkeypatch):
+    cluster = Cluster(tmp_path)
+    cluster.up()
+    docker = cluster.host("10.0.0.2").docker
+    gone = "docker info: sshd could not open a channel to Docker (Connect failed): has it stopped?"
+    answered, stopped = docker.info, threading.Event()
+
+    def info() -> dict:
+        if stopped.is_set():
+            raise DockerError(gone)
+        return answered()
+
+    def start(container: str) -> None:  # Docker going down as the kubelet is started
+        stopped.set()
+        raise DockerError(f"start {container}: 500")
+
+    monkeypatch.setattr(docker, "info", info)
+    monkeypatch.setattr(docker, "start", start)
+    cluster.write(THREE_NODES + "    services: {kubelet: {extra_args: {v: '3'}}}\n")
+    with pytest.raises(HostError) as failure:
+        cluster.up()
+    said = str(failure.value)
+    assert said.startswith("10.0.0.2: ") and failure.value.exit_status == 5
+    cause, _, what = said.partition("; what failed: ")
+    assert cause.endswith(
+        "Docker stopped answering (sshd could not open a channel to Docker (Connect failed): has it "
+        "stopped?): start it, then run again"
+    )
+    assert what.startswith("start ") and what.endswith(": 500"), said
+
+
 def test_a_host_whose_only_change_is_a_file_it_cannot_write_fails_the_run_before_the_state_says_done(
     tmp_path, monkeypatch
 ):
