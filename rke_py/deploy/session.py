@@ -172,33 +172,30 @@ class Session:
             raise stopped from error
 
     def _docker_stopped(self, error: BaseException | None) -> HostError | None:
-        """A step that failed on a host whose Docker no longer answers, said with that cause first: a health
-        check or a container start failing is what the user sees, Docker stopping is what to mend. Asked
-        for DOCKER_PROBE_S at most, so a host that is gone does not hold the run's end."""
-        if (
-            not isinstance(error, HostError)
-            or isinstance(error, ConnectError)
-            or error.host not in self.targets
-        ):
+        """A step that failed on a host whose Docker has stopped, said with that cause first: a health check
+        or a container start failing is what the user sees, Docker stopping is what to mend. Asked for
+        DOCKER_PROBE_S at most, so a host that is gone does not hold the run's end (its error says so)."""
+        target = self.targets.get(error.host) if isinstance(error, HostError) else None
+        if target is None or not isinstance(error, HostError) or isinstance(error, ConnectError):
             return None
-        target = self.targets[error.host]
         if str(error) != str(HostError(error.host, error.step, error.detail, error.log_tail)):
             return None  # several hosts failed (parallel.combined): each says its own cause
-        answer: list[str] = []
+        stopped: list[DockerError] = []
 
         def probe() -> None:
             try:
                 target.host.docker.info()
-                answer.append("")
             except DockerError as exc:
-                answer.append(str(exc).removeprefix("docker info: "))
+                stopped.extend([exc] if exc.stopped else [])
 
         asking = threading.Thread(target=probe, daemon=True)
         asking.start()
         asking.join(DOCKER_PROBE_S)
-        cause = answer[0] if answer else f"Docker did not answer within {DOCKER_PROBE_S} s"
-        if not cause or cause in error.detail:
+        if not stopped:
             return None
+        cause = str(stopped[0]).removeprefix("docker info: ")
+        if cause in error.detail:
+            return None  # said already
         detail = f"Docker stopped answering ({cause}): start it, then run again; what failed: {error.detail}"
         return HostError(error.host, error.step, detail, error.log_tail)
 

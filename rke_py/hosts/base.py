@@ -28,11 +28,13 @@ def disk_full(directory: str, free_kib: int | None = None) -> str:
 
 
 class DockerError(Exception):
-    """A Docker API call on a host failed; `missing` when the container or image does not exist."""
+    """A Docker API call on a host failed; `missing` when the container or image does not exist, `stopped`
+    when Docker itself is not there (sshd found nothing listening on its socket)."""
 
-    def __init__(self, message: str, *, missing: bool = False):
+    def __init__(self, message: str, *, missing: bool = False, stopped: bool = False):
         super().__init__(message)
         self.missing = missing
+        self.stopped = stopped
 
 
 @dataclass(frozen=True)

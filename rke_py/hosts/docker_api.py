@@ -66,7 +66,8 @@ class _ChannelHTTPConnection(SSHConnection):
         try:
             chan = self._open_channel()
         except paramiko.ChannelException as e:  # Docker answered when the run connected
-            raise DockerError(f"sshd could not open a channel to Docker ({e.text}): has it stopped?") from e
+            said = f"sshd could not open a channel to Docker ({e.text}): has it stopped?"
+            raise DockerError(said, stopped=True) from e
         chan.settimeout(self.timeout)
         self.sock = cast(Any, chan)  # a paramiko Channel is socket enough for http.client
 
@@ -225,7 +226,7 @@ class HostDocker:
         except docker.errors.NotFound as e:
             raise DockerError(f"{what}: {e.explanation or e}", missing=True) from e
         except DockerError as e:
-            raise DockerError(f"{what}: {e}") from e
+            raise DockerError(f"{what}: {e}", missing=e.missing, stopped=e.stopped) from e
         except requests.exceptions.Timeout as e:
             stuck = "the host, its network or its Docker is stuck"
             raise DockerError(f"{what}: Docker did not answer within {self.api.timeout:g} s ({stuck})") from e

@@ -33,7 +33,17 @@ class Run:
 @contextlib.contextmanager
 def own_lab(tmp_path_factory, suffix: str, nodes: int, **options: Any) -> Iterator[Lab]:
     """A lab only this test module uses (its tests change the cluster), removed afterwards; `options` go
-    to `hosts.up` (user, private_registry)."""
+    to `hosts.up` (user, private_registry). With RKE_PY_KEEP_LABS=1 it is left up as `kept-SUFFIX`, where
+    `rke-py lab` and `scripts/conformance --existing --name kept-SUFFIX` find it (serving the suite's
+    images when RKE_PY_E2E names them), and its cluster can be tried further by hand."""
+    if os.environ.get("RKE_PY_KEEP_LABS") == "1":
+        suite = os.environ.get("RKE_PY_E2E")
+        made = hosts.up(
+            f"kept-{suffix}", nodes, None, **cluster_images(), e2e=Path(suite) if suite else None, **options
+        )
+        yield made
+        print(f"\nlab {made.name} kept ({made.dir}); remove it with: rke-py lab down --name {made.name}")
+        return
     name = owned_lab_name(suffix)
     directory = str(tmp_path_factory.mktemp("labs") / name)
     made = hosts.up(name, nodes, directory, **cluster_images(), **options)

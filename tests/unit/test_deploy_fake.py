@@ -591,7 +591,7 @@ def test_a_step_failing_where_docker_stopped_says_docker_first_and_what_failed_a
 
     def info() -> dict:
         if stopped.is_set():
-            raise DockerError(gone)
+            raise DockerError(gone, stopped=True)
         return answered()
 
     def start(container: str) -> None:  # Docker going down as the kubelet is started
