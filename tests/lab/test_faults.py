@@ -29,6 +29,7 @@ from itertools import count, cycle
 
 import docker
 import pytest
+from ruamel.yaml import YAML
 
 from rke_py.deploy.up import EtcdPlane, Kubeconfig, Plane, PrepareHosts, SaveState, Verify
 from rke_py.lab import hosts, registry
@@ -96,6 +97,10 @@ def points(cuts: list[tuple[str, float]]) -> list[tuple[str, float, signal.Signa
 FULL = os.environ.get("RKE_PY_FAULTS") == "all"
 FRESH_POINTS = points(FRESH) if FULL else [points(FRESH)[1]]
 ROLLING_POINTS = points(ROLLING) if FULL else [points(ROLLING)[3]]
+# a rolling change of flags at every point, and an upgrade cut off as its control and worker planes roll
+ROLLING_CUTS = [("flags", p) for p in ROLLING_POINTS] + (
+    [("upgrade", p) for p in points([(CONTROL, 4), (WORKER, 1)])] if FULL else []
+)
 SNAPSHOTS = "/opt/rke/etcd-snapshots"
 RUN_BOUND_S = 300  # the longest a run may go on once a host is lost (README, "When a run is cut off")
 REAL = bool(kube_binaries())
@@ -243,19 +248,30 @@ def test_a_fresh_up_cut_off_anywhere_is_finished_by_the_next(lab, point):
     converged(lab)
 
 
-@pytest.mark.parametrize("point", ROLLING_POINTS, ids=point_id)
-def test_a_rolling_change_cut_off_anywhere_is_finished_by_the_next(lab, point):
+@pytest.mark.parametrize(
+    ("change", "point"), ROLLING_CUTS, ids=[f"{c}-{point_id(p)}" for c, p in ROLLING_CUTS]
+)
+def test_a_rolling_change_cut_off_anywhere_is_finished_by_the_next(lab, change, point):
+    """Every component's flags changed, or every Kubernetes container's image (an upgrade)."""
     phase, after, sig = point
-    value_written(lab)
-    value = 1 + points(ROLLING).index(point)
-    edit_cluster_yml(lab, flags(value))
+    if change == "upgrade":
+        image_upgraded(lab)
+    else:
+        value_written(lab)
+        edit_cluster_yml(lab, flags(value := next(FLAG_VALUES)))
     stopped_as_told(*cut_off(lab, phase, sig, after), sig)
     converged(lab)
     data_kept(lab)
+    wanted = YAML().load(lab.cluster_yml.read_text()).get("system_images", {}).get("kubernetes", "")
     for index in range(len(lab.hosts)):
         running = containers_on(lab, index)
         for container, flag in FLAGGED.values():
-            if container in running:
+            if container not in running:
+                continue
+            if change == "upgrade":
+                image = host_exec(lab, index, f"docker inspect -f '{{{{.Config.Image}}}}' {container}")
+                assert container == "etcd" or image.strip().endswith(wanted), (index, container, image)
+            else:
                 args = host_exec(lab, index, f"docker inspect -f '{{{{json .Args}}}}' {container}")
                 level = 2**31 + value if flag == "quota-backend-bytes" else value
                 assert f'"--{flag}={level}"' in args, (index, container, args)
