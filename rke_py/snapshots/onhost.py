@@ -109,9 +109,17 @@ def _finish(host: HostConnection, step: str, cid: str, timeout: float) -> None:
         docker.start(cid)
         code = docker.wait(cid, timeout)
     except DockerError as exc:
-        raise HostError(host.address, step, str(exc), docker.logs(cid, LOG_LINES)) from exc
+        raise HostError(host.address, step, str(exc), _last_lines(docker, cid)) from exc
     if code:
-        raise HostError(host.address, step, f"exited with {code}", docker.logs(cid, LOG_LINES))
+        raise HostError(host.address, step, f"exited with {code}", _last_lines(docker, cid))
+
+
+def _last_lines(docker: HostDocker, cid: str) -> list[str]:
+    """The helper's last log lines, or none when Docker cannot give them (the failure says why)."""
+    try:
+        return docker.logs(cid, LOG_LINES)
+    except DockerError:
+        return []
 
 
 def _read(host: HostConnection, cid: str, path: str) -> bytes:
