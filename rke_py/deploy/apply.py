@@ -22,7 +22,7 @@ from rke_py.deploy.nodesync import node_patch
 from rke_py.deploy.parallel import DEFAULT_CONCURRENCY
 from rke_py.deploy.reconcile import add_etcd_member, clean_host, remove_etcd_members
 from rke_py.errors import ApplyError
-from rke_py.hosts.base import DockerError, HostConnection, remove_if_present
+from rke_py.hosts.base import DockerError, HostConnection, last_logs, remove_if_present
 from rke_py.kube.api import KubeAPI, KubeAPIError
 from rke_py.pki.certs import CertKeyPair
 from rke_py.plan import nginx_proxy
@@ -281,10 +281,7 @@ class Applier:
 def _log_tail(target: Target, container: str, lines: int = 10, window: int = 300) -> list[str]:
     """The container's last lines, after the error lines of its recent output: a Kubernetes binary
     refusing a flag prints the reason first and pages of usage after it."""
-    try:
-        recent = target.host.docker.logs(container, window)
-    except DockerError:
-        return []
+    recent = last_logs(target.host.docker, container, window)
     last = recent[-lines:]
     errors = [line for line in dict.fromkeys(recent[:-lines]) if ERROR_LINE.match(line) and line not in last]
     return [*errors[-5:], "...", *last] if errors else last

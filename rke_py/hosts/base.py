@@ -134,6 +134,15 @@ def remove_if_present(docker: Docker, container: str) -> None:
             raise
 
 
+def last_logs(docker: Docker, container: str, lines: int) -> list[str]:
+    """A failed container's last log lines for the error that names it, or none when Docker cannot give
+    them (the error already says why)."""
+    try:
+        return docker.logs(container, lines)
+    except DockerError:
+        return []
+
+
 def parse_sha256sum(out: str, paths: list[str]) -> dict[str, str]:
     """`sha256sum` output as path -> digest for the `paths` asked about; both ways of writing files use it.
     GNU escapes a name holding a newline or backslash (and marks its line with a leading backslash)."""

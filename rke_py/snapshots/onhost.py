@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 
 from rke_py.config.schema import ClusterConfig, Node
 from rke_py.errors import HostError
-from rke_py.hosts.base import DockerError, HostConnection, disk_full, remove_if_present
+from rke_py.hosts.base import DockerError, HostConnection, disk_full, last_logs, remove_if_present
 from rke_py.hosts.docker_api import HostDocker
 from rke_py.hosts.dockerfiles import HELPER_LABEL, tar_one
 from rke_py.plan import etcd
@@ -109,17 +109,9 @@ def _finish(host: HostConnection, step: str, cid: str, timeout: float) -> None:
         docker.start(cid)
         code = docker.wait(cid, timeout)
     except DockerError as exc:
-        raise HostError(host.address, step, str(exc), _last_lines(docker, cid)) from exc
+        raise HostError(host.address, step, str(exc), last_logs(docker, cid, LOG_LINES)) from exc
     if code:
-        raise HostError(host.address, step, f"exited with {code}", _last_lines(docker, cid))
-
-
-def _last_lines(docker: HostDocker, cid: str) -> list[str]:
-    """The helper's last log lines, or none when Docker cannot give them (the failure says why)."""
-    try:
-        return docker.logs(cid, LOG_LINES)
-    except DockerError:
-        return []
+        raise HostError(host.address, step, f"exited with {code}", last_logs(docker, cid, LOG_LINES))
 
 
 def _read(host: HostConnection, cid: str, path: str) -> bytes:
