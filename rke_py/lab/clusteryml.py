@@ -26,6 +26,12 @@ SYSTEM_IMAGES = {
 # provider -> the image it needs, by preference: RKE's default first.
 DNS_PROVIDERS = {"coredns": "coredns", "kube-dns": "kubedns"}
 NODELOCAL_ADDRESS = "169.254.20.10"
+# Tokens signed as a URL issuer, and RKE's `rke` still accepted: the apiserver serves OIDC discovery only
+# when its first issuer is a URL. RKE renders these keys the same way, so `rke up` keeps them.
+OIDC_DISCOVERY = {
+    "extra_args": {"service-account-issuer": "https://kubernetes.default.svc.cluster.local"},
+    "extra_args_array": {"service-account-issuer": ["rke"]},
+}
 
 
 def cluster_document(lab: Lab) -> dict[str, Any]:
@@ -54,6 +60,7 @@ def cluster_document(lab: Lab) -> dict[str, Any]:
         "monitoring": {"provider": "metrics-server" if "metrics_server" in lab.addons else "none"},
         "private_registries": [_registry(lab)],
         "system_images": _system_images(lab),
+        **({"services": {"kube-api": OIDC_DISCOVERY}} if lab.oidc_discovery else {}),
     }
 
 

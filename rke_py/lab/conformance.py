@@ -155,6 +155,7 @@ def _built(name: str, nodes: int) -> Lab:
         addon_binaries=Path(os.environ["RKE_PY_ADDON_BINARIES"]),
         e2e=Path(os.environ["RKE_PY_E2E"]),
         rancher_images=Path(rancher) if (rancher := os.environ.get("RKE_PY_RANCHER_IMAGES")) else None,
+        oidc_discovery=True,
     )
     _say(clusteryml.up_command(lab))
     done = subprocess.run([sys.executable, "-m", "rke_py", *clusteryml.up_args(lab)])

@@ -289,6 +289,7 @@ def up(
     addon_binaries: Path | None = None,
     e2e: Path | None = None,
     rancher_images: Path | None = None,
+    oidc_discovery: bool = False,
 ) -> Lab:
     """Bring up (or complete) lab `name` with `nodes` hosts; return it once every host answers. With
     `binaries` (real Kubernetes server binaries and cri-dockerd) the cluster images run them. With a
@@ -298,7 +299,8 @@ def up(
     images built from them under their default names, and cluster.yml turns those add-ons on; with `e2e`
     (the conformance suite) it serves the suite's images and the lab has the suite's registry map. With
     `rancher_images` (their sources, `rke_py.lab.rancher`) the cluster runs Rancher's own images, under
-    the names RKE gives them, instead of the lab's."""
+    the names RKE gives them, instead of the lab's. With `oidc_discovery` cluster.yml signs service-account
+    tokens as a URL issuer, so the apiservers serve OIDC discovery (the conformance suite asks for it)."""
     _check_name(name)
     if values.user(user) or user == "docker":
         raise UsageError(f"--user {user!r} is not a login name rke-py's lab can create")
@@ -334,6 +336,7 @@ def up(
             lab_s3.configure(lab, str(ipaddress.IPv4Network(lab.subnet).network_address + S3_OCTET))
     progress("checking lab images")
     lab.rancher = rancher_images is not None
+    lab.oidc_discovery = oidc_discovery
     cluster_images = () if lab.rancher else images.CLUSTER_IMAGES
     names = tuple(n for n in images.BASE_IMAGES if n in cluster_images or n not in images.CLUSTER_IMAGES)
     built = images.ensure_images(client, (*names, "s3") if lab.s3_endpoint else names, progress, binaries)

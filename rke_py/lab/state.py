@@ -69,6 +69,7 @@ class Lab:
     s3_server: tuple[str, str] = ("", "")  # its certificate and key
     addons: list[str] = field(default_factory=list)  # system_images keys served from --addon-binaries
     rancher: bool = False  # the registry serves Rancher's images (--rancher-images): cluster.yml names none
+    oidc_discovery: bool = False  # cluster.yml has the apiservers serve OIDC discovery (a conformance spec)
 
     @property
     def network(self) -> str:

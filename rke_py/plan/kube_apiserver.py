@@ -38,7 +38,11 @@ ADMISSION_FILE = "/etc/kubernetes/admission.yaml"
 AUDIT_POLICY_FILE = "/etc/kubernetes/audit-policy.yaml"
 AUDIT_DIR = "/var/log/kube-audit"
 AUTHN_WEBHOOK_FILE = "/etc/kubernetes/kube-api-authn-webhook.yaml"
-RKE_ISSUER = "rke"  # the service-account issuer RKE gives its clusters
+# The service-account issuer RKE gives its clusters, and rke-py too: when `rke up` takes a cluster back, its
+# apiservers accept `rke` alone, and a pod holding a token signed otherwise loses the API until its kubelet
+# renews the token (most of an hour). A URL issuer, which OIDC discovery needs, is asked for in cluster.yml
+# the same way for both tools (README, "Taking over a cluster RKE built").
+RKE_ISSUER = "rke"
 ADMISSION_PLUGINS = (
     "NamespaceLifecycle,LimitRanger,ServiceAccount,DefaultStorageClass,DefaultTolerationSeconds,"
     "MutatingAdmissionWebhook,ValidatingAdmissionWebhook,ResourceQuota,NodeRestriction,Priority,"
@@ -191,13 +195,6 @@ def etcd_client(config: ClusterConfig, node: Node) -> dict[str, str]:
     }
 
 
-def service_account_issuers(config: ClusterConfig) -> tuple[str, ...]:
-    """The issuer tokens are signed as, then RKE's: a URL, so the apiserver serves OIDC discovery of the
-    service-account keys there (a conformance spec asks for it), and `rke`, so tokens that RKE or an older
-    rke-py issued stay valid (the apiserver accepts every issuer listed and signs as the first)."""
-    return (f"https://kubernetes.default.svc.{config.services.kubelet.cluster_domain}", RKE_ISSUER)
-
-
 def flags(config: ClusterConfig, node: Node) -> dict[str, str | tuple[str, ...]]:
     api = config.services.kube_api
     out: dict[str, str | tuple[str, ...]] = {
@@ -220,7 +217,7 @@ def flags(config: ClusterConfig, node: Node) -> dict[str, str | tuple[str, ...]]
         "requestheader-username-headers": "X-Remote-User",
         "runtime-config": "authorization.k8s.io/v1beta1=true",
         "secure-port": "6443",
-        "service-account-issuer": service_account_issuers(config),
+        "service-account-issuer": RKE_ISSUER,
         "service-account-key-file": key_path("kube-service-account-token"),
         "service-account-lookup": "true",
         "service-account-signing-key-file": key_path("kube-service-account-token"),

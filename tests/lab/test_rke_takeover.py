@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -33,15 +34,12 @@ from tests.lab.e2e import (
 )
 from tests.rke import rke
 
-pytestmark = [pytest.mark.lab, pytest.mark.rke, pytest.mark.rancher_images]
+pytestmark = [pytest.mark.lab, pytest.mark.rke, pytest.mark.rancher_images, pytest.mark.real_addons]
 
 CP, WORKERS, SPARE = (0, 1, 2), (3, 4), 5
 NODE_PORT = 30080
 # what a takeover replaces, and why (the README's table): every other container is kept
-REPLACED = {
-    "kube-apiserver": CP,  # the service-account issuer rke-py adds (RKE's `rke` stays accepted)
-    "etcd-rolling-snapshots": CP,  # on the rke-tools of rke-py's default version
-}
+REPLACED = {"etcd-rolling-snapshots": CP}  # on the rke-tools of rke-py's default version
 WORKLOAD = """
 apiVersion: apps/v1
 kind: Deployment
@@ -92,8 +90,9 @@ def pods(lab: Lab) -> dict[str, int]:
 
 @pytest.fixture(scope="module")
 def taken(tmp_path_factory) -> Iterator[dict]:
-    # the sixth host: the worker added on day 2; S3: for a snapshot RKE saves there
-    with own_lab(tmp_path_factory, "take", 6, s3=True) as lab:
+    # the sixth host: the worker added on day 2; S3: for a snapshot RKE saves; CoreDNS, as RKE deploys it
+    addons = Path(os.environ["RKE_PY_ADDON_BINARIES"])
+    with own_lab(tmp_path_factory, "take", 6, s3=True, addon_binaries=addons) as lab:
         (lab.dir / "s3-ca.pem").write_text(lab.s3_ca)
         edit_cluster_yml(lab, lambda d: d.update(nodes=d["nodes"][:5]))
         rke.up(lab.cluster_yml)
@@ -285,6 +284,7 @@ def test_rke_up_still_works_after_rke_py_changed_the_cluster(taken):
     changed = up(lab)
     assert changed.code == 0, changed.stderr
     before = running(lab)
+    handed_back = time.monotonic()
     rke.up(lab.cluster_yml)
     after = running(lab)
     print("\nrke up after rke-py replaced", sorted(k for k in before if after.get(k) != before[k]))
@@ -294,3 +294,6 @@ def test_rke_up_still_works_after_rke_py_changed_the_cluster(taken):
     print(f"every node Ready {time.monotonic() - started:.0f} s later")
     kubectl(lab, "rollout", "status", "deployment/web", "--timeout=120s")
     assert "--v=3" in host_exec(lab, WORKERS[0], "docker inspect -f '{{.Args}}' kubelet")
+    # the pods' tokens, which rke-py's apiservers signed, are accepted by RKE's
+    since = f"--since={int(time.monotonic() - handed_back) + 5}s"
+    assert "Unauthorized" not in kubectl(lab, "-n", "kube-system", "logs", "-l", "k8s-app=kube-dns", since)

@@ -131,9 +131,7 @@ def _from_rke_py(c: ContainerSpec) -> Container:
 
 
 # What differs on purpose (the README's table, "Compared with RKE itself"), as `differences` words it
-ISSUER = r'kube-apiserver entrypoint: RKE \[\] rke-py \["--service-account-issuer=https://kubernetes\.default\.svc\.'
 DEPARTURES = {
-    ISSUER: "a URL issuer first, so the apiserver serves OIDC discovery of its service-account keys",
     r"nginx-proxy (entrypoint|command|binds): ": "rke-py renders the proxy's nginx.conf itself",
 }
 

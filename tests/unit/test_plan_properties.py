@@ -371,8 +371,20 @@ def test_extra_args_array_values_follow_the_sorted_flags_one_each() -> None:
         "--tls-sni-cert-key=/etc/webhook/a.pem,/etc/webhook/a-key.pem",
         "--tls-sni-cert-key=/etc/webhook/b.pem,/etc/webhook/b-key.pem",
     )
-    flags = apiserver[2:-2]
-    assert list(flags) == sorted(flags)
+    names = [flag.split("=")[0] for flag in apiserver[2:-2]]
+    assert names == sorted(names)
+
+
+def test_oidc_discovery_is_asked_for_as_with_rke_a_url_issuer_first_and_rke_kept() -> None:
+    config = config_of("single-node")
+    api = config.services.kube_api
+    api.extra_args = {"service-account-issuer": "https://kubernetes.default.svc.cluster.local"}
+    api.extra_args_array = {"service-account-issuer": ["rke"]}
+    entrypoint = container(build_plan(config, bundle_of("single-node")).nodes[0], "kube-apiserver").entrypoint
+    assert [a for a in entrypoint if a.startswith("--service-account-issuer=")] == [
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+        "--service-account-issuer=rke",
+    ]
 
 
 def test_prefix_path_moves_host_paths_not_container_paths() -> None:
@@ -482,8 +494,6 @@ APISERVER_CP1 = [
     "--requestheader-username-headers=X-Remote-User",
     "--runtime-config=authorization.k8s.io/v1beta1=true",
     "--secure-port=6443",
-    # RKE gives only `rke`; the URL first makes the apiserver serve OIDC discovery (conformance).
-    "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
     "--service-account-issuer=rke",
     f"--service-account-key-file={SSL}/kube-service-account-token-key.pem",
     "--service-account-lookup=true",
