@@ -296,4 +296,5 @@ def test_rke_up_still_works_after_rke_py_changed_the_cluster(taken):
     assert "--v=3" in host_exec(lab, WORKERS[0], "docker inspect -f '{{.Args}}' kubelet")
     # the pods' tokens, which rke-py's apiservers signed, are accepted by RKE's
     since = f"--since={int(time.monotonic() - handed_back) + 5}s"
-    assert "Unauthorized" not in kubectl(lab, "-n", "kube-system", "logs", "-l", "k8s-app=kube-dns", since)
+    dns_logs = kubectl(lab, "-n", "kube-system", "logs", "-l", "k8s-app=kube-dns", "--tail=-1", since)
+    assert "Unauthorized" not in dns_logs  # with a selector, kubectl would give only each pod's last 10 lines
