@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import heapq
 import json
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +48,64 @@ ROUND_TRIPS = {
 POD_IMAGES = 40  # images a real node holds for its pods, listed by every `docker images`
 
 
+class CriticalPath:
+    """The least wall time a run's simulated round trips allow: each thread carries a clock that only
+    round trips advance; work handed to a thread pool starts at its submitter's clock or when one of the
+    pool's `max_workers` slots frees (so `--concurrency` still bounds it), and whoever waits for a result
+    takes the later of its own clock and the work's. The main thread's clock at the end is the floor: the
+    run's critical path with rke-py's own CPU and sleeps taken away."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def now(self) -> float:
+        return getattr(self._local, "clock", 0.0)
+
+    def restart(self) -> None:
+        self._local.clock = 0.0
+
+    def advance(self, seconds: float) -> None:
+        self._local.clock = self.now() + seconds
+
+    def _reach(self, clock: float) -> None:
+        self._local.clock = max(self.now(), clock)
+
+    def install(self) -> None:
+        """Patch thread pools and futures in this process (the benchmark's own child process)."""
+        submit, result = ThreadPoolExecutor.submit, Future.result
+        path = self
+
+        def tracked_submit(pool: ThreadPoolExecutor, fn: Callable[..., Any], /, *args: Any, **kw: Any) -> Any:
+            slots = pool.__dict__.setdefault("_floor_slots", [0.0] * pool._max_workers)
+            lock = pool.__dict__.setdefault("_floor_lock", threading.Lock())
+            submitted, finished = path.now(), [0.0]
+
+            def task() -> Any:
+                with lock:
+                    free = heapq.heappop(slots)
+                path._local.clock = max(submitted, free)
+                try:
+                    return fn(*args, **kw)
+                finally:
+                    finished[0] = path.now()
+                    with lock:
+                        heapq.heappush(slots, finished[0])
+
+            future = submit(pool, task)
+            future._floor_finished = finished  # type: ignore[attr-defined]
+            return future
+
+        def tracked_result(future: Future[Any], timeout: float | None = None) -> Any:
+            try:
+                return result(future, timeout)
+            finally:
+                if future.done() and hasattr(future, "_floor_finished"):
+                    path._reach(future._floor_finished[0])
+
+        ThreadPoolExecutor.submit = tracked_submit  # type: ignore[method-assign]
+        Future.result = tracked_result  # type: ignore[method-assign]
+
+
 @dataclass
 class Meter:
     """Counts calls, waits their latency, and tracks how many hosts have a call in flight at once."""
@@ -54,6 +114,7 @@ class Meter:
     counts: Counter[str] = field(default_factory=Counter)
     sim_cpu: float = 0.0  # CPU seconds the simulation itself spent answering
     peak_hosts: int = 0  # the most hosts with a call in flight at one moment
+    path: CriticalPath = field(default_factory=CriticalPath)
     _busy: Counter[str] = field(default_factory=Counter)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -67,6 +128,7 @@ class Meter:
         try:
             if self.latency:
                 time.sleep(self.latency * round_trips)
+                self.path.advance(self.latency * round_trips)
             started = time.thread_time()
             try:
                 yield
@@ -86,6 +148,7 @@ class Meter:
             self.counts.clear()
             self.sim_cpu = 0.0
             self.peak_hosts = 0
+        self.path.restart()
 
 
 class SimDocker(FakeDocker):
