@@ -5,6 +5,11 @@ nests, and how many values its aliases expand to. Values are built from ruamel.y
 its constructors, so no tag can make a Python object: plain text, numbers, true/false, null, lists and
 mappings come out; a tag that would make anything else, or whose value does not fit it (`!!int 45x`), is a
 problem at its file:line:col. Dates stay the text they were written as, as RKE reads them into its strings.
+
+The node graph comes from libyaml's parser (through PyYAML) where it is there: ruamel.yaml's pure-Python
+parser takes over a second per thousand nodes. Tags are resolved by ruamel.yaml's rules (YAML 1.2) either
+way. A file libyaml cannot read, or one using what the two parsers read apart, is read by ruamel.yaml
+alone, as before: its messages say what is wrong, and tests hold the two readings equal.
 """
 
 from __future__ import annotations
@@ -14,11 +19,13 @@ import re
 import warnings
 from typing import Any
 
+import yaml as libyaml
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, ReusedAnchorWarning, YAMLError
 from ruamel.yaml.events import CollectionEndEvent, CollectionStartEvent, NodeEvent
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from ruamel.yaml.reader import ReaderError
+from ruamel.yaml.resolver import VersionedResolver
 
 from rke_py.config.findings import Path
 from rke_py.errors import Problem
@@ -85,24 +92,96 @@ def decode(data: bytes, source: str) -> str:
 
 def parse(text: str, source: str) -> tuple[Any, Positions]:
     """Return (plain data, positions). The root is at path () and position (1, 1)."""
-    yaml = YAML(typ="rt")
-    try:
-        explicit = _scan(yaml, text, source)
-        with warnings.catch_warnings():  # a reused anchor is valid YAML: the later one counts
-            warnings.simplefilter("ignore", ReusedAnchorWarning)
-            root = yaml.compose(text)
-    except ReaderError as exc:
-        raise YamlSyntaxError([_reader_problem(exc, text, source)]) from None
-    except MarkedYAMLError as exc:
-        raise YamlSyntaxError([_syntax_problem(exc, source)]) from None
-    except YAMLError as exc:
-        raise YamlSyntaxError([Problem(source, 0, 0, f"YAML syntax error: {_one_line(str(exc))}")]) from None
+    composed = _compose_libyaml(text, source)
+    root, explicit = composed if composed is not None else _compose_ruamel(text, source)
     builder = _Builder(source, explicit)
     positions: Positions = {(): (1, 1)}
     data = None if root is None else builder.value(root, (), positions, 0)
     if builder.problems:
         raise YamlSyntaxError(builder.problems)
     return data, positions
+
+
+def _compose_ruamel(text: str, source: str) -> tuple[Node | None, set[int]]:
+    yaml = YAML(typ="rt")
+    try:
+        explicit = _scan(yaml, text, source)
+        with warnings.catch_warnings():  # a reused anchor is valid YAML: the later one counts
+            warnings.simplefilter("ignore", ReusedAnchorWarning)
+            return yaml.compose(text), explicit
+    except ReaderError as exc:
+        raise YamlSyntaxError([_reader_problem(exc, text, source)]) from None
+    except MarkedYAMLError as exc:
+        raise YamlSyntaxError([_syntax_problem(exc, source)]) from None
+    except YAMLError as exc:
+        raise YamlSyntaxError([Problem(source, 0, 0, f"YAML syntax error: {_one_line(str(exc))}")]) from None
+
+
+LIBYAML_APART = ("\t", "\x85", "\u2028", "\u2029", "\ufeff")
+_RESOLVER = VersionedResolver()  # YAML 1.2's implicit tags, as ruamel.yaml's own reading resolves them
+
+
+def _compose_libyaml(text: str, source: str) -> tuple[Node | None, set[int]] | None:
+    """The node graph ruamel.yaml's composer makes, from libyaml's events in one flat pass (nesting is
+    bounded as it goes). None when libyaml is missing, or the text needs ruamel.yaml's own reading: an
+    error to report, or what the two read apart (tabs, YAML 1.1's line breaks, a byte order mark, anchors,
+    aliases, tags, directives, documents)."""
+    if not libyaml.__with_libyaml__ or any(c in text for c in LIBYAML_APART):
+        return None
+    open_: list[list[Any]] = []  # the collections being read: [node, the mapping key waiting for a value]
+    root: Node | None = None
+    documents = 0
+    try:
+        for event in libyaml.parse(text, Loader=libyaml.CBaseLoader):
+            kind = type(event)
+            if kind is libyaml.DocumentStartEvent:
+                documents += 1
+                if documents > 1 or event.version or event.tags:
+                    return None
+                continue
+            if kind in (libyaml.SequenceEndEvent, libyaml.MappingEndEvent):
+                open_.pop()
+                continue
+            if kind is libyaml.AliasEvent or getattr(event, "anchor", None) or getattr(event, "tag", None):
+                return None
+            node: Node
+            if kind is libyaml.ScalarEvent:
+                tag = _implicit(ScalarNode, event)
+                node = ScalarNode(tag, event.value, event.start_mark, event.end_mark, style=event.style)
+            elif kind in (libyaml.SequenceStartEvent, libyaml.MappingStartEvent):
+                if len(open_) >= MAX_DEPTH:
+                    mark = event.start_mark
+                    raise YamlSyntaxError([_too_deep(source, mark.line + 1, mark.column + 1)])
+                collection = SequenceNode if kind is libyaml.SequenceStartEvent else MappingNode
+                node = collection(_implicit(collection, event), [], event.start_mark, None)
+            else:
+                continue
+            _attach(open_, node)
+            if root is None:
+                root = node
+            if not isinstance(node, ScalarNode):
+                open_.append([node, None])
+    except libyaml.YAMLError:
+        return None
+    return root, set()
+
+
+def _implicit(kind: type[Node], event: Any) -> str:
+    return str(_RESOLVER.resolve(kind, getattr(event, "value", None), event.implicit))
+
+
+def _attach(open_: list[list[Any]], node: Node) -> None:
+    """Put `node` in the collection being read: a list's next item, a mapping's key or its value."""
+    if not open_:
+        return
+    parent = open_[-1]
+    if isinstance(parent[0], SequenceNode):
+        parent[0].value.append(node)
+    elif parent[1] is None:
+        parent[1] = node
+    else:
+        parent[0].value.append((parent[1], node))
+        parent[1] = None
 
 
 def _scan(yaml: YAML, text: str, source: str) -> set[int]:
@@ -209,6 +288,10 @@ class _Builder:
 
     def _scalar(self, node: Node) -> Any:
         text = str(node.value)
+        if (
+            getattr(node, "style", None) == ">"
+        ):  # ruamel.yaml marks where a folded scalar folds; its constructor drops them
+            text = text.replace("\a", "")
         tag = str(node.tag)
         if tag not in (INT, FLOAT, BOOL, NULL):  # text, a date, or a local "!" tag: the text as written
             return text

@@ -15,7 +15,7 @@ from rke_py.errors import HostError, PreflightError
 from rke_py.pki.bundle import CA
 from rke_py.plan import encryption
 from rke_py.plan.common import ca_file, deployed, host_path
-from rke_py.state import nodes_from_rke_json, state_path_for
+from rke_py.state import state_path_for
 
 STEP = "preflight: cluster state"
 
@@ -42,7 +42,7 @@ def check(desired: Desired, observed: Iterable[HostFacts]) -> list[str]:
                 "become unreadable"
             )
         matched = matched or ca in known_ca
-    applied = {n.address for n in nodes_from_rke_json(desired.state.current.rke_config)}
+    applied = {n.address for n in desired.applied}
     if not foreign or (matched and not applied & foreign.keys()):
         return sorted(foreign)
     config = desired.config_path

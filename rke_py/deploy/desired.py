@@ -31,6 +31,7 @@ class Desired:
     plan: ClusterPlan
     warnings: list[Problem] = field(default_factory=list)
     certificates_from_state: bool = False  # False: a new cluster, certificates made in this run
+    applied: list[Node] = field(default_factory=list)  # the nodes of the config the cluster runs (state)
     removed: list[Node] = field(default_factory=list)  # hosts of the last applied config no longer listed
     joining: list[Node] = field(default_factory=list)  # etcd nodes new to a running cluster: member add
     joined: set[str] = field(default_factory=set)  # addresses of etcd members that joined a running cluster
@@ -119,6 +120,7 @@ def prepare(
         plan=build_plan(loaded.config, bundle, joined, registry),
         warnings=loaded.warnings,
         certificates_from_state=bool(previous),
+        applied=applied,
         removed=removed_nodes(applied, loaded.config.nodes),
         joining=joining,
         joined=joined,

@@ -50,7 +50,6 @@ from rke_py.pki.bundle import CA, KUBE_ADMIN
 from rke_py.pki.certs import CertKeyPair
 from rke_py.plan.common import KUBE_DIR, host_path
 from rke_py.plan.registries import registry_of
-from rke_py.state import nodes_from_rke_json
 from rke_py.templating import hostport
 from rke_py.verify.checks import Check, Report, verify
 
@@ -259,8 +258,7 @@ class Session:
             if "etcd" not in self.targets[node.address].facts.containers:  # etcd hosts are all reachable
                 actions[node.address].insert(0, AddMember(node=node))
         if self.options.update_only:
-            applied = nodes_from_rke_json(d.state.current.rke_config)
-            return update_only(applied, d.config.nodes, d.joining, actions)
+            return update_only(d.applied, d.config.nodes, d.joining, actions)
         return actions
 
     def apiserver_running(self) -> bool:

@@ -7,6 +7,7 @@ a file's hash (part of every container's spec hash) is stable from run to run.
 from __future__ import annotations
 
 import base64
+import functools
 
 from rke_py.config.schema import ClusterConfig
 from rke_py.pki.bundle import CA, KUBE_ADMIN, Bundle
@@ -21,6 +22,7 @@ def _b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
 
 
+@functools.cache  # every node's plan asks for the same few
 def component_kubeconfig(name: str) -> str:
     """The kubeconfig RKE gives certificate `name` (`kubecfg-<name>.yaml`), paths as seen in containers."""
     return template("kubeconfig.yaml.j2").render(

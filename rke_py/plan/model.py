@@ -8,9 +8,10 @@ nginx-proxy containers that mount it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 
 NAME_LABEL = "io.rancher.rke.container.name"  # RKE's own label, kept so RKE tooling recognises the containers
 HASH_LABEL = "io.rke-py.spec-hash"
@@ -31,7 +32,7 @@ class FileSpec:
     mode: int = 0o600
     secret: bool = False  # private keys: never printed, never logged
 
-    @property
+    @functools.cached_property  # frozen, and every container reading the file asks
     def sha256(self) -> str:
         return hashlib.sha256(self.content).hexdigest()
 
@@ -104,11 +105,15 @@ class ContainerSpec:
         ]
 
     def spec_hash(self) -> str:
-        """sha256 over every field that shapes the container, plus the content of the files it reads."""
-        data = asdict(self)
-        data.pop("health")  # how we check it does not change what runs
-        blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(blob.encode()).hexdigest()[:32]
+        """sha256 over every field that shapes the container, plus the content of the files it reads
+        (how it is checked, `health`, does not change what runs). Kept once made: the spec is frozen."""
+        known: str | None = self.__dict__.get("_hash")
+        if known is None:
+            data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "health"}
+            blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
+            known = hashlib.sha256(blob.encode()).hexdigest()[:32]
+            object.__setattr__(self, "_hash", known)
+        return known
 
     @property
     def labels(self) -> dict[str, str]:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
 from rke_py.cli import main
-from rke_py.config import load, load_text
+from rke_py.config import load, load_text, yamlread
 from rke_py.config.yamlread import MAX_BYTES
 from rke_py.errors import ConfigError, ExitStatus
 from rke_py.pki.bundle import build_bundle
@@ -99,6 +99,66 @@ def test_the_cli_answers_0_or_2_never_1(
         with pytest.raises(SystemExit) as exited:
             main([*command, "--config", str(path)])
         assert exited.value.code in (ExitStatus.OK, ExitStatus.CONFIG), command
+
+
+def _read(text: str, compose: object) -> object:
+    """What parse answers when `compose` makes the node graph: (data, positions) or the problems."""
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(yamlread, "_compose_libyaml", compose)
+            return yamlread.parse(text, "cluster.yml")
+    except yamlread.YamlSyntaxError as exc:
+        return [str(p) for p in exc.problems]
+
+
+def _agree(text: str) -> None:
+    """What ruamel.yaml reads, libyaml's reading reads alike; what ruamel.yaml refuses, libyaml refuses with
+    ruamel.yaml's words, or reads it (libyaml is lenient with a few malformed headers and comments)."""
+    fast, ruamel = _read(text, yamlread._compose_libyaml), _read(text, lambda text, source: None)
+    assert fast == ruamel or (isinstance(ruamel, list) and isinstance(fast, tuple))
+
+
+TRICKY = [
+    "a: &x {b: 1, c: [2, 3]}\nd: *x\ne: {<<: *x, b: 4}\nf:\n  <<: [*x]\n",
+    "a: !!int 07\nb: !!str 5\nc: ! 5\nd: !!float 1\ne: !!bool yes\nf: !!map {}\ng: !!seq []\nh: !x 1\n",
+    "? [a, b]\n: c\n? {d: 1}\n: e\n",
+    "a: |\n  x\n   y\nb: >-\n  folded\n  text\nc: 'quoted ''x'''\nd: \"\\u00e9\\t\"\n",
+    "héllo: wörld\nnodes: [{address: 1.2.3.4, role: [etcd]}]\n",
+    "a: yes\nb: 0o17\nc: 0x1F\nd: .inf\ne: ~\nf: 2020-01-01\ng: 1_000\nh: -.5e3\ni: True\n",
+    "a: &x 1\nb: &x 2\nc: *x\n",
+    "",
+    "# only a comment\n",
+    "- [[[[]]]]\n- " + "[" * 70 + "]" * 70 + "\n",
+    "a: *undefined\n",
+    "a: 1\n---\nb: 2\n",
+    "%YAML 1.1\n---\na: yes\n",
+    "a: [1, 2\n",
+    "a:\tb\n",
+    "a: \x07\n",
+]
+
+
+@pytest.mark.parametrize("text", TRICKY)
+def test_libyaml_reads_as_ruamel_yaml_does(text: str):
+    _agree(text)
+
+
+@FAST
+@given(seed=st.sampled_from(SEEDS), rng=st.randoms(use_true_random=False))
+def test_libyaml_reads_mutated_fixtures_as_ruamel_yaml_does(seed: str, rng: random.Random):
+    _agree(fuzzing.mutate(seed, rng))
+
+
+@FAST
+@given(rest=DOCUMENTS)
+def test_libyaml_reads_random_documents_as_ruamel_yaml_does(rest: object):
+    _agree(dump(rest))
+
+
+@FAST
+@given(text=st.text(alphabet=st.sampled_from(list("ab:-[]{},?&*!#|>'\"\n \\%@`\x85\u2028é")), max_size=60))
+def test_libyaml_reads_random_text_as_ruamel_yaml_does(text: str):
+    _agree(text)
 
 
 # --- the reader's limits ---------------------------------------------------------------------------------
