@@ -6,6 +6,7 @@ one library function and prints. Commands are imported lazily so `--help` stays 
 
 from __future__ import annotations
 
+import gc
 import importlib
 import signal
 import sys
@@ -76,8 +77,14 @@ def _stopped(interruption: KeyboardInterrupt) -> NoReturn:
     sys.exit(ExitStatus.INTERRUPTED)
 
 
+# A run holds one plan and every host's facts for its whole life and makes few reference cycles: collecting
+# after every 700 allocations walked them again and again (a quarter of a no-op's CPU at 3,000 nodes).
+GC_THRESHOLDS = (100_000, 50, 50)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI and exit with a documented ExitStatus."""
+    gc.set_threshold(*GC_THRESHOLDS)
     args = normalize(sys.argv[1:] if argv is None else argv, cli)
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:

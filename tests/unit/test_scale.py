@@ -10,14 +10,17 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks import simulated
+
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_scale.py"
 SIZES = (12, 24)
 CONCURRENCY = 4
+LATENCY_MS = 2
 
 
 @pytest.fixture(scope="module")
 def rows() -> dict[tuple[int, str], dict[str, int]]:
-    args = ["--nodes", *map(str, SIZES), "--latency-ms", "2", "--concurrency", str(CONCURRENCY)]
+    args = ["--nodes", *map(str, SIZES), "--latency-ms", str(LATENCY_MS), "--concurrency", str(CONCURRENCY)]
     done = subprocess.run(
         [sys.executable, str(BENCH), *args, "--output", "json"], capture_output=True, text=True, timeout=600
     )
@@ -62,3 +65,15 @@ def test_the_kubelet_change_cordons_and_uncordons_each_node_once(rows):
     """Per Node: a cordon, then a Ready read and an uncordon; the rest of the run does not grow with it."""
     small, large = (rows[n, "kubelet-change"]["api_requests"] for n in SIZES)
     assert large - small == 3 * (SIZES[1] - SIZES[0])
+
+
+def test_the_floor_is_below_the_wall_time_and_above_the_logins_alone(rows):
+    """The floor is what the round trips allow: never more than the run took, never less than logging in
+    to every host, `--concurrency` at a time, costs."""
+    for (nodes, operation), row in rows.items():
+        assert 0 < row["floor_s"] <= row["wall_s"], (nodes, operation)
+        assert row["x_floor"] >= 1
+    for nodes in SIZES:
+        waves = -(-nodes // CONCURRENCY)
+        logins = waves * simulated.ROUND_TRIPS["connect"] * LATENCY_MS / 1000
+        assert rows[nodes, "noop-up"]["floor_s"] >= logins
