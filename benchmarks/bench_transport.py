@@ -27,6 +27,10 @@ from bench_up import rke_py
 OPERATIONS = {"up": ["up"], "noop-up": ["up"], "plan": ["plan"], "status": ["status"]}
 # Where a function's CPU goes, by the first pattern its file (or a C function's module) holds.
 KINDS = (
+    (
+        "starting up (imports, classes, regular expressions)",
+        ("importlib", "<frozen", "marshal", "builtins compile", "builtins exec", "__build_class__", "/re/"),
+    ),
     ("SSH key exchange", ("paramiko/kex", "paramiko/ecdsakey", "paramiko/ed25519key", "paramiko/rsakey")),
     ("SSH login", ("paramiko/auth", "paramiko/agent", "paramiko/pkey", "paramiko/client")),
     ("SSH packets and ciphers", ("paramiko/", "cryptography", "_cffi", "bcrypt", "nacl")),
