@@ -9,7 +9,8 @@ problem at its file:line:col. Dates stay the text they were written as, as RKE r
 The node graph comes from libyaml's parser (through PyYAML) where it is there: ruamel.yaml's pure-Python
 parser takes over a second per thousand nodes. Tags are resolved by ruamel.yaml's rules (YAML 1.2) either
 way. A file libyaml cannot read, or one using what the two parsers read apart, is read by ruamel.yaml
-alone, as before: its messages say what is wrong, and tests hold the two readings equal.
+alone, as before, so its messages say what is wrong. Tests hold the two readings equal wherever ruamel.yaml
+reads a file; libyaml also takes a few malformed block headers and comments ruamel.yaml refuses (`>#`).
 """
 
 from __future__ import annotations
