@@ -54,6 +54,11 @@ def node_cert_names(config: ClusterConfig, bundle: Bundle, node: Node) -> list[s
     return [n for n in dict.fromkeys(names) if n in bundle]
 
 
+def files_kind(node: Node) -> tuple[bool, bool]:
+    """All that `node_files` reads of a node: nodes of one kind get the same files."""
+    return node.has("etcd"), node.has("controlplane")
+
+
 def node_files(config: ClusterConfig, bundle: Bundle, node: Node) -> list[FileSpec]:
     """Certificates, keys and component kubeconfigs for `node`, at host paths under `prefix_path`."""
     prefix = config.prefix_path or "/"

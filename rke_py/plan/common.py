@@ -7,6 +7,7 @@ spec hash is stable. Precedence is RKE's: built-in defaults < conditional flags 
 
 from __future__ import annotations
 
+import functools
 import io
 import posixpath
 import re
@@ -40,7 +41,12 @@ TLS_CIPHER_SUITES = ",".join(
 
 def host_path(config: ClusterConfig, path: str) -> str:
     """`path` under the cluster's prefix_path, as RKE's `path.Join(prefix, path)`."""
-    return posixpath.join("/", config.prefix_path or "/", path.lstrip("/"))
+    return _under(config.prefix_path or "/", path)
+
+
+@functools.cache
+def _under(prefix: str, path: str) -> str:
+    return posixpath.join("/", prefix, path.lstrip("/"))
 
 
 Flags = Mapping[str, "str | tuple[str, ...]"]  # a tuple: the flag given once per value, in that order
@@ -59,6 +65,7 @@ def render_flags(flags: Flags, service: BaseService) -> tuple[str, ...]:
     return tuple(rendered)
 
 
+@functools.cache  # the same few binds on every node
 def remove_z(bind: str) -> str:
     """Drop the SELinux `z` option from a bind, as RKE does for k8s >= 1.22 (`util.RemoveZFromBinds`)."""
     parts = bind.split(":")

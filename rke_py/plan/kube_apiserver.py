@@ -31,6 +31,7 @@ from rke_py.plan.common import (
     k8s_minor,
     to_yaml,
 )
+from rke_py.plan.memo import once
 from rke_py.plan.model import ContainerSpec, FileSpec
 
 NAME = "kube-apiserver"
@@ -126,7 +127,11 @@ def omit_empty(value: Any) -> Any:
 
 def config_documents(config: ClusterConfig) -> dict[str, bytes]:
     """admission.yaml and audit-policy.yaml as RKE marshals them (what its checksums are taken over), by
-    their path on the host."""
+    their path on the host; made once a plan (the YAML is slow to write, and every apiserver reads it)."""
+    return dict(once((NAME, "documents"), lambda: _documents(config)))
+
+
+def _documents(config: ClusterConfig) -> dict[str, bytes]:
     out = {}
     admission = admission_config(config)
     if admission is not None:

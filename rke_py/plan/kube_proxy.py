@@ -17,6 +17,7 @@ from rke_py.plan.common import (
     kubeconfig_file,
 )
 from rke_py.plan.kubelet import metadata_hostname
+from rke_py.plan.memo import once
 from rke_py.plan.model import ContainerSpec
 
 NAME = "kube-proxy"
@@ -44,14 +45,22 @@ def container(config: ClusterConfig, node: Node) -> ContainerSpec:
         name=NAME,
         image=config.system_images.kubernetes,
         entrypoint=k8s_entrypoint(NAME, flags(config, node), service),
-        # rke-tools' entrypoint loads br_netfilter before kube-proxy starts, for canal's and flannel's bridges
-        env=env(["RKE_KUBE_PROXY_BR_NETFILTER=true"] if config.network.enable_br_netfilter else [], service),
-        binds=binds(
-            [f"{host_path(config, KUBE_DIR)}:{KUBE_DIR}:z", "/run:/run", "/lib/modules:/lib/modules:ro"],
-            service,
-        ),
+        env=once((NAME, "env"), lambda: env(_env(config), service)),
+        binds=once((NAME, "binds"), lambda: binds(_binds(config), service)),
         pid_mode="host",
         privileged=True,
         volumes_from=(SIDEKICK,),
-        files=(kubeconfig_file(config, NAME), *cert_files(config, NAME), ca_file(config)),
+        files=once(
+            (NAME, "files"),
+            lambda: (kubeconfig_file(config, NAME), *cert_files(config, NAME), ca_file(config)),
+        ),
     )
+
+
+def _env(config: ClusterConfig) -> list[str]:
+    # rke-tools' entrypoint loads br_netfilter before kube-proxy starts, for canal's and flannel's bridges
+    return ["RKE_KUBE_PROXY_BR_NETFILTER=true"] if config.network.enable_br_netfilter else []
+
+
+def _binds(config: ClusterConfig) -> list[str]:
+    return [f"{host_path(config, KUBE_DIR)}:{KUBE_DIR}:z", "/run:/run", "/lib/modules:/lib/modules:ro"]

@@ -18,6 +18,7 @@ from rke_py.plan.common import (
     k8s_entrypoint,
     kubeconfig_file,
 )
+from rke_py.plan.memo import once
 from rke_py.plan.model import DOCKER_CONFIG_ENV, ContainerSpec
 from rke_py.plan.registries import kubelet_docker_config
 
@@ -53,8 +54,23 @@ def node_local_dns(config: ClusterConfig) -> str:
 
 
 def flags(config: ClusterConfig, node: Node) -> dict[str, str]:
+    out = dict(once((NAME, "flags"), lambda: _cluster_flags(config)))
+    if not metadata_hostname(config):
+        out["hostname-override"] = node.name
+    if node.address != node.internal_address:
+        out["node-ip"] = node.internal_address
+    if taints(node):
+        out["register-with-taints"] = taints(node)
+    if config.services.kubelet.generate_serving_certificate:
+        out["tls-cert-file"] = cert_path(serving_cert(node))
+        out["tls-private-key-file"] = key_path(serving_cert(node))
+    return out
+
+
+def _cluster_flags(config: ClusterConfig) -> dict[str, str]:
+    """The flags every node's kubelet has alike."""
     kubelet = config.services.kubelet
-    out = {
+    return {
         "address": "0.0.0.0",
         "anonymous-auth": "false",
         "authentication-token-webhook": "true",
@@ -66,7 +82,6 @@ def flags(config: ClusterConfig, node: Node) -> dict[str, str]:
         "container-runtime-endpoint": "unix:///var/run/cri-dockerd.sock",
         "event-qps": "0",
         "fail-swap-on": str(kubelet.fail_swap_on).lower(),
-        "hostname-override": node.name,
         "kubeconfig": kubeconfig_path("kube-node"),
         "make-iptables-util-chains": "true",
         "pod-infra-container-image": kubelet.infra_container_image,
@@ -79,16 +94,6 @@ def flags(config: ClusterConfig, node: Node) -> dict[str, str]:
         "volume-plugin-dir": "/var/lib/kubelet/volumeplugins",
         **cloud_provider.flags(config),
     }
-    if metadata_hostname(config):
-        del out["hostname-override"]
-    if node.address != node.internal_address:
-        out["node-ip"] = node.internal_address
-    if taints(node):
-        out["register-with-taints"] = taints(node)
-    if kubelet.generate_serving_certificate:
-        out["tls-cert-file"] = cert_path(serving_cert(node))
-        out["tls-private-key-file"] = key_path(serving_cert(node))
-    return out
 
 
 def metadata_hostname(config: ClusterConfig) -> bool:
@@ -104,15 +109,19 @@ def serving_cert(node: Node) -> str:
 
 
 def read_files(config: ClusterConfig, node: Node) -> tuple[str, ...]:
-    own = (
+    own = once((NAME, "files"), lambda: _own_files(config))
+    if config.services.kubelet.generate_serving_certificate:
+        return (*own, *cert_files(config, serving_cert(node)))
+    return own
+
+
+def _own_files(config: ClusterConfig) -> tuple[str, ...]:
+    return (
         kubeconfig_file(config, "kube-node"),
         *cert_files(config, "kube-node"),
         ca_file(config),
         *cloud_provider.read_files(config),
     )
-    if config.services.kubelet.generate_serving_certificate:
-        return (*own, *cert_files(config, serving_cert(node)))
-    return own
 
 
 def base_binds(config: ClusterConfig) -> list[str]:
@@ -177,8 +186,8 @@ def container(config: ClusterConfig, node: Node) -> ContainerSpec:
         name=NAME,
         image=config.system_images.kubernetes,
         entrypoint=k8s_entrypoint(NAME, flags(config, node), service),
-        env=env(entrypoint_env(config), service),
-        binds=binds(base_binds(config), service),
+        env=once((NAME, "env"), lambda: env(entrypoint_env(config), service)),
+        binds=once((NAME, "binds"), lambda: binds(base_binds(config), service)),
         pid_mode="host",
         privileged=True,
         volumes_from=(SIDEKICK,),

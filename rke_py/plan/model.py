@@ -109,8 +109,7 @@ class ContainerSpec:
         (how it is checked, `health`, does not change what runs). Kept once made: the spec is frozen."""
         known: str | None = self.__dict__.get("_hash")
         if known is None:
-            data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "health"}
-            blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
+            blob = _SPEC_JSON.encode({name: self.__dict__[name] for name in _hashed_fields()})
             known = hashlib.sha256(blob.encode()).hexdigest()[:32]
             object.__setattr__(self, "_hash", known)
         return known
@@ -134,6 +133,14 @@ class ContainerSpec:
             volumes_from=self.volumes_from,
             user=self.user,
         )
+
+
+_SPEC_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+
+
+@functools.cache
+def _hashed_fields() -> tuple[str, ...]:
+    return tuple(f.name for f in fields(ContainerSpec) if f.name != "health")
 
 
 def files_digest(

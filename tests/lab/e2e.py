@@ -129,12 +129,17 @@ def pause_image(lab: Lab) -> str:
 
 
 # Requests a probe makes ten times a second: the node's own Node object through its nginx-proxy, as its
-# kubelet asks; or a URL (a Service's ClusterIP), as a pod on the node would.
+# kubelet asks; or a URL (a Service's ClusterIP), as a pod on the node would. The node's certificate and
+# key are copied first: a rotation writes the two one after the other, and a request reading them in
+# between would fail on a pair that does not match, before it reached the proxy.
 API_REQUEST = (
     "curl -s -o /tmp/{name}.answer -w '%{{http_code}} %{{time_total}}' --max-time {timeout} "
-    "--cacert /etc/kubernetes/ssl/kube-ca.pem --cert /etc/kubernetes/ssl/kube-node.pem "
-    "--key /etc/kubernetes/ssl/kube-node-key.pem "
+    "--cacert /etc/kubernetes/ssl/kube-ca.pem --cert /tmp/{name}.pem --key /tmp/{name}-key.pem "
     "https://127.0.0.1:6443/api/v1/nodes/{node}"
+)
+API_CREDENTIALS = (
+    "cp /etc/kubernetes/ssl/kube-node.pem /tmp/{name}.pem && "
+    "cp /etc/kubernetes/ssl/kube-node-key.pem /tmp/{name}-key.pem && "
 )
 URL_REQUEST = "curl -s -o /tmp/{name}.answer -w '%{{http_code}} %{{time_total}}' --max-time {timeout} {url}"
 # a DNS query as a line like curl's: 200 when answered, 000 when not (busybox's nslookup)
@@ -171,7 +176,8 @@ def start_probe(
         request = URL_REQUEST.format(url=url, timeout=timeout, name=name)
     else:
         request = API_REQUEST.format(node=node, timeout=timeout, name=name)
-    container.exec_run(["sh", "-c", PROBE.format(name=name, request=request)], detach=True)
+    setup = API_CREDENTIALS.format(name=name) if not (dns[0] or url) else ""
+    container.exec_run(["sh", "-c", setup + PROBE.format(name=name, request=request)], detach=True)
 
 
 def stop_probe(lab: Lab, index: int, name: str = "probe") -> tuple[int, dict[str, int]]:

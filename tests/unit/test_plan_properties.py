@@ -6,6 +6,7 @@ Certificates are expensive to make, so each cluster's bundle is built once for t
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import textwrap
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from rke_py import plan as plan_pkg
 from rke_py.config import load, load_text
 from rke_py.config.schema import ClusterConfig, Node
 from rke_py.pki.bundle import Bundle, build_bundle
@@ -239,6 +241,15 @@ def test_hashes_are_stable_across_builds_with_the_same_certificates(name: str) -
     assert [[f.sha256 for f in n.files] for n in again.nodes] == [
         [f.sha256 for f in n.files] for n in plan_of(name).nodes
     ]
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_what_alike_nodes_share_is_what_each_would_get_alone(name: str, monkeypatch) -> None:
+    """A plan works out once what many nodes have alike (plan.memo); without that, every node's files,
+    containers, health checks and digests come out the same."""
+    shared = build_plan(config_of(name), bundle_of(name))
+    monkeypatch.setattr(plan_pkg, "planning", contextlib.nullcontext)  # every value made for each node
+    assert build_plan(config_of(name), bundle_of(name)).nodes == shared.nodes
 
 
 SERVICES = [

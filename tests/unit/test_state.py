@@ -112,6 +112,16 @@ def test_file_is_rkes_full_state_json(tmp_path, state):
     assert doc["desiredState"]["certificatesBundle"]["kube-ca"]["commonName"] == "system:kube-ca"
 
 
+@pytest.mark.parametrize("odd", [2**70, "naïve \u2028 \x1f tab\t", -(2**63), [], {}])
+def test_any_value_a_users_yaml_gives_is_written_and_read_back(tmp_path, odd):
+    """Whatever cluster.yml's custom objects hold (an integer beyond 64 bits, control characters) is
+    written, two spaces deep as RKE writes it, and read back unchanged."""
+    path = tmp_path / "cluster.rkestate"
+    write_state(path, ClusterState(desired=State({"addonsInclude": [{"value": odd}]}, {})))
+    assert '\n      "addonsInclude": [\n        {\n          "value": ' in path.read_text()
+    assert read_state(path).desired.rke_config == {"addonsInclude": [{"value": odd}]}
+
+
 def test_rke_config_uses_rkes_json_names():
     doc = rke_config_json(_config())
     node = doc["nodes"][0]
