@@ -120,6 +120,8 @@ class Meter:
 
     @contextlib.contextmanager
     def call(self, counter: str, address: str, round_trips: int) -> Iterator[None]:
+        """The simulated host's answer and this bookkeeping count as the simulation's CPU, not rke-py's."""
+        started = time.thread_time()
         with self._lock:
             self.counts[counter] += 1
             if address:
@@ -129,19 +131,14 @@ class Meter:
             if self.latency:
                 time.sleep(self.latency * round_trips)
                 self.path.advance(self.latency * round_trips)
-            started = time.thread_time()
-            try:
-                yield
-            finally:
-                spent = time.thread_time() - started
-                with self._lock:
-                    self.sim_cpu += spent
+            yield
         finally:
-            if address:
-                with self._lock:
+            with self._lock:
+                if address:
                     self._busy[address] -= 1
                     if not self._busy[address]:
                         del self._busy[address]
+                self.sim_cpu += time.thread_time() - started
 
     def reset(self) -> None:
         with self._lock:
