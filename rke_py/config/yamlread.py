@@ -6,11 +6,12 @@ its constructors, so no tag can make a Python object: plain text, numbers, true/
 mappings come out; a tag that would make anything else, or whose value does not fit it (`!!int 45x`), is a
 problem at its file:line:col. Dates stay the text they were written as, as RKE reads them into its strings.
 
-The node graph comes from libyaml's parser (through PyYAML) where it is there: ruamel.yaml's pure-Python
-parser takes over a second per thousand nodes. Tags are resolved by ruamel.yaml's rules (YAML 1.2) either
-way. A file libyaml cannot read, or one using what the two parsers read apart, is read by ruamel.yaml
-alone, as before, so its messages say what is wrong. Tests hold the two readings equal wherever ruamel.yaml
-reads a file; libyaml also takes a few malformed block headers and comments ruamel.yaml refuses (`>#`).
+Where libyaml's parser is there (through PyYAML), the values are built from its events in one pass:
+ruamel.yaml's pure-Python parser takes over a second per thousand nodes. Tags are resolved by ruamel.yaml's
+rules (YAML 1.2) either way. A file libyaml cannot read, or one using what the two parsers read apart, is
+read by ruamel.yaml alone, as before, so its messages say what is wrong. Tests hold the two readings equal
+wherever ruamel.yaml reads a file; libyaml also takes a few malformed block headers and comments
+ruamel.yaml refuses (`>#`).
 """
 
 from __future__ import annotations
@@ -93,8 +94,10 @@ def decode(data: bytes, source: str) -> str:
 
 def parse(text: str, source: str) -> tuple[Any, Positions]:
     """Return (plain data, positions). The root is at path () and position (1, 1)."""
-    composed = _compose_libyaml(text, source)
-    root, explicit = composed if composed is not None else _compose_ruamel(text, source)
+    read = _read_libyaml(text, source)
+    if read is not None:
+        return read
+    root, explicit = _compose_ruamel(text, source)
     builder = _Builder(source, explicit)
     positions: Positions = {(): (1, 1)}
     data = None if root is None else builder.value(root, (), positions, 0)
@@ -122,16 +125,19 @@ LIBYAML_APART = ("\t", "\x85", "\u2028", "\u2029", "\ufeff")
 _RESOLVER = VersionedResolver()  # YAML 1.2's implicit tags, as ruamel.yaml's own reading resolves them
 
 
-def _compose_libyaml(text: str, source: str) -> tuple[Node | None, set[int]] | None:
-    """The node graph ruamel.yaml's composer makes, from libyaml's events in one flat pass (nesting is
-    bounded as it goes). None when libyaml is missing, or the text needs ruamel.yaml's own reading: an
-    error to report, or what the two read apart (tabs, YAML 1.1's line breaks, a byte order mark, anchors,
-    aliases, tags, directives, documents)."""
+def _read_libyaml(text: str, source: str) -> tuple[Any, Positions] | None:
+    """(data, positions) straight from libyaml's events, in one flat pass (nesting is bounded as it goes),
+    as the node graph's walk would give them. None when libyaml is missing, or the file needs ruamel.yaml's
+    own reading: an error to report (a duplicate key, a key that is a list or a mapping, too many values),
+    or what the two read apart (tabs, YAML 1.1's line breaks, a byte order mark, anchors, aliases, merges,
+    tags, directives, documents)."""
     if not libyaml.__with_libyaml__ or any(c in text for c in LIBYAML_APART):
         return None
-    open_: list[list[Any]] = []  # the collections being read: [node, the mapping key waiting for a value]
-    root: Node | None = None
-    documents = 0
+    positions: Positions = {(): (1, 1)}
+    # the collections being read: [the collection, its path, the key waiting for a value and its place]
+    open_: list[list[Any]] = []
+    data: Any = None
+    documents = values = 0
     try:
         for event in libyaml.parse(text, Loader=libyaml.CBaseLoader):
             kind = type(event)
@@ -145,44 +151,50 @@ def _compose_libyaml(text: str, source: str) -> tuple[Node | None, set[int]] | N
                 continue
             if kind is libyaml.AliasEvent or getattr(event, "anchor", None) or getattr(event, "tag", None):
                 return None
-            node: Node
+            value: Any
             if kind is libyaml.ScalarEvent:
-                tag = _implicit(ScalarNode, event)
-                node = ScalarNode(tag, event.value, event.start_mark, event.end_mark, style=event.style)
+                value = _plain(_implicit(ScalarNode, event), event.value)
             elif kind in (libyaml.SequenceStartEvent, libyaml.MappingStartEvent):
                 if len(open_) >= MAX_DEPTH:
                     mark = event.start_mark
                     raise YamlSyntaxError([_too_deep(source, mark.line + 1, mark.column + 1)])
-                collection = SequenceNode if kind is libyaml.SequenceStartEvent else MappingNode
-                node = collection(_implicit(collection, event), [], event.start_mark, None)
+                value = [] if kind is libyaml.SequenceStartEvent else {}
             else:
                 continue
-            _attach(open_, node)
-            if root is None:
-                root = node
-            if not isinstance(node, ScalarNode):
-                open_.append([node, None])
+            where = (event.start_mark.line + 1, event.start_mark.column + 1)
+            path: Path = ()
+            if open_:
+                into, above, key = open_[-1]
+                if isinstance(into, list):
+                    path = (*above, len(into))
+                    into.append(value)
+                elif key is None:  # this event is a key
+                    if (
+                        kind is not libyaml.ScalarEvent or event.value in into or event.value == "<<"
+                    ):  # or a merge
+                        return None
+                    open_[-1][2] = (event.value, where)
+                    continue
+                else:
+                    path = (*above, key[0])
+                    into[key[0]] = value
+                    open_[-1][2] = None
+                    where = key[1]
+                positions[path] = where
+            else:
+                data = value
+            values += 1
+            if values > MAX_VALUES:
+                return None
+            if isinstance(value, list | dict):
+                open_.append([value, path, None])
     except libyaml.YAMLError:
         return None
-    return root, set()
+    return data, positions
 
 
 def _implicit(kind: type[Node], event: Any) -> str:
     return str(_RESOLVER.resolve(kind, getattr(event, "value", None), event.implicit))
-
-
-def _attach(open_: list[list[Any]], node: Node) -> None:
-    """Put `node` in the collection being read: a list's next item, a mapping's key or its value."""
-    if not open_:
-        return
-    parent = open_[-1]
-    if isinstance(parent[0], SequenceNode):
-        parent[0].value.append(node)
-    elif parent[1] is None:
-        parent[1] = node
-    else:
-        parent[0].value.append((parent[1], node))
-        parent[1] = None
 
 
 def _scan(yaml: YAML, text: str, source: str) -> set[int]:
@@ -294,16 +306,15 @@ class _Builder:
         ):  # ruamel.yaml marks where a folded scalar folds; its constructor drops them
             text = text.replace("\a", "")
         tag = str(node.tag)
-        if tag not in (INT, FLOAT, BOOL, NULL):  # text, a date, or a local "!" tag: the text as written
-            return text
-        value = _typed(tag, text.strip())
-        if value is not _NOT_TYPED:
-            return value
-        if self._is_explicit(node):
+        if (
+            tag in (INT, FLOAT, BOOL, NULL)
+            and self._is_explicit(node)
+            and _typed(tag, text.strip()) is _NOT_TYPED
+        ):
             hint = f"remove the tag, or write a valid {_short(tag)} value"
             self._problem(node, f'"{text}" is not a valid {_short(tag)} value', hint)
             return None
-        return text  # e.g. .inf or .nan: kept as written, and no setting takes them
+        return _plain(tag, text)
 
     def _is_explicit(self, node: Node) -> bool:
         return node.start_mark.index in self.explicit
@@ -326,6 +337,15 @@ class _Builder:
 
 
 _NOT_TYPED = object()
+
+
+def _plain(tag: str, text: str) -> Any:
+    """A scalar's value by its resolved tag: text, a date, or a local "!" tag stay the text as written, as
+    do numbers no setting takes (.inf, .nan)."""
+    if tag not in (INT, FLOAT, BOOL, NULL):
+        return text
+    value = _typed(tag, text.strip())
+    return text if value is _NOT_TYPED else value
 
 
 def _typed(tag: str, text: str) -> Any:

@@ -101,11 +101,11 @@ def test_the_cli_answers_0_or_2_never_1(
         assert exited.value.code in (ExitStatus.OK, ExitStatus.CONFIG), command
 
 
-def _read(text: str, compose: object) -> object:
-    """What parse answers when `compose` makes the node graph: (data, positions) or the problems."""
+def _read(text: str, fast: object) -> object:
+    """What parse answers with `fast` as libyaml's reading: (data, positions) or the problems."""
     try:
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(yamlread, "_compose_libyaml", compose)
+            patch.setattr(yamlread, "_read_libyaml", fast)
             return yamlread.parse(text, "cluster.yml")
     except yamlread.YamlSyntaxError as exc:
         return [str(p) for p in exc.problems]
@@ -114,7 +114,7 @@ def _read(text: str, compose: object) -> object:
 def _agree(text: str) -> None:
     """What ruamel.yaml reads, libyaml's reading reads alike; what ruamel.yaml refuses, libyaml refuses with
     ruamel.yaml's words, or reads it (libyaml is lenient with a few malformed headers and comments)."""
-    fast, ruamel = _read(text, yamlread._compose_libyaml), _read(text, lambda text, source: None)
+    fast, ruamel = _read(text, yamlread._read_libyaml), _read(text, lambda text, source: None)
     assert fast == ruamel or (isinstance(ruamel, list) and isinstance(fast, tuple))
 
 
