@@ -151,38 +151,35 @@ def _read_libyaml(text: str, source: str) -> tuple[Any, Positions] | None:
                 continue
             if kind is libyaml.AliasEvent or getattr(event, "anchor", None) or getattr(event, "tag", None):
                 return None
+            where = (event.start_mark.line + 1, event.start_mark.column + 1)
+            top = open_[-1] if open_ else None
+            if top is not None and isinstance(top[0], dict) and top[2] is None:  # a key, taken as written
+                # a list or mapping as a key, a duplicate or a merge ("<<"): ruamel.yaml's reading says
+                if kind is not libyaml.ScalarEvent or event.value in top[0] or event.value == "<<":
+                    return None
+                top[2] = (event.value, where)
+                continue
             value: Any
             if kind is libyaml.ScalarEvent:
-                value = _plain(_implicit(ScalarNode, event), event.value)
+                value = _plain(_implicit(event), event.value)
             elif kind in (libyaml.SequenceStartEvent, libyaml.MappingStartEvent):
                 if len(open_) >= MAX_DEPTH:
-                    mark = event.start_mark
-                    raise YamlSyntaxError([_too_deep(source, mark.line + 1, mark.column + 1)])
+                    raise YamlSyntaxError([_too_deep(source, *where)])
                 value = [] if kind is libyaml.SequenceStartEvent else {}
             else:
                 continue
-            where = (event.start_mark.line + 1, event.start_mark.column + 1)
             path: Path = ()
-            if open_:
-                into, above, key = open_[-1]
-                if isinstance(into, list):
-                    path = (*above, len(into))
-                    into.append(value)
-                elif key is None:  # this event is a key
-                    if (
-                        kind is not libyaml.ScalarEvent or event.value in into or event.value == "<<"
-                    ):  # or a merge
-                        return None
-                    open_[-1][2] = (event.value, where)
-                    continue
-                else:
-                    path = (*above, key[0])
-                    into[key[0]] = value
-                    open_[-1][2] = None
-                    where = key[1]
+            if top is None:
+                data = value
+            elif isinstance(top[0], list):
+                path = (*top[1], len(top[0]))
+                top[0].append(value)
                 positions[path] = where
             else:
-                data = value
+                path = (*top[1], top[2][0])
+                top[0][path[-1]] = value
+                positions[path] = top[2][1]
+                top[2] = None
             values += 1
             if values > MAX_VALUES:
                 return None
@@ -193,8 +190,9 @@ def _read_libyaml(text: str, source: str) -> tuple[Any, Positions] | None:
     return data, positions
 
 
-def _implicit(kind: type[Node], event: Any) -> str:
-    return str(_RESOLVER.resolve(kind, getattr(event, "value", None), event.implicit))
+def _implicit(scalar: Any) -> str:
+    """The tag a plain or quoted scalar resolves to, by ruamel.yaml's rules."""
+    return str(_RESOLVER.resolve(ScalarNode, scalar.value, scalar.implicit))
 
 
 def _scan(yaml: YAML, text: str, source: str) -> set[int]:
