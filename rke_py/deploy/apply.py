@@ -92,35 +92,29 @@ class Applier:
 
     def execute_all(self, actions: Sequence[a.HostAction], target: Target) -> None:
         """Carry out one host's actions in order; files written one after another go as one batch
-        (`Host.write_files`: a few Docker calls, not two for each file, where a helper writes them), and
-        images pulled one after another are pulled side by side (a host's pulls wait on the registry and
-        the network, not on each other)."""
-        batch: list[a.WriteFile] = []
-        pulls: list[a.PullImage] = []
-        for action in [*actions, None]:
-            if isinstance(action, a.WriteFile):
-                batch.append(action)
-                continue
-            if isinstance(action, a.PullImage):
-                pulls.append(action)
-                continue
-            if batch:
-                self._write_files(batch, target)
-                batch = []
-            if pulls:
-                self._pull_all(pulls, target)
-                pulls = []
-            if action is not None:
-                self.execute(action, target)
+        (`Host.write_files`: a few Docker calls, not two for each file, where a helper writes them), images
+        pulled one after another are pulled side by side (a host's pulls wait on the registry and the
+        network, not on each other), and so are containers that start beside the one before them
+        (`Component.beside_previous`): their health checks are waited for together."""
+        beside = {c.name for c in self.registry if c.beside_previous}
+        for run in _runs(actions, beside):
+            if isinstance(run[0], PREPARING):
+                files = [x for x in run if isinstance(x, a.WriteFile)]
+                if files:
+                    self._write_files(files, target)
+                self._side_by_side([x for x in run if isinstance(x, a.PullImage)], target, PULLS_AT_ONCE)
+            else:
+                self._side_by_side(run, target, len(run))
 
-    def _pull_all(self, pulls: list[a.PullImage], target: Target) -> None:
-        if len(pulls) == 1:
-            self.execute(pulls[0], target)
+    def _side_by_side(self, actions: list[a.HostAction], target: Target, at_once: int) -> None:
+        if len(actions) <= 1:
+            for action in actions:
+                self.execute(action, target)
             return
-        with ThreadPoolExecutor(max_workers=min(PULLS_AT_ONCE, len(pulls))) as pool:
-            done = [pool.submit(self.execute, pull, target) for pull in pulls]
+        with ThreadPoolExecutor(max_workers=min(at_once, len(actions))) as pool:
+            done = [pool.submit(self.execute, action, target) for action in actions]
         for future in done:
-            future.result()  # the first failure, named as a lone pull's would be
+            future.result()  # the first failure, named as a lone action's would be
 
     def _write_files(self, actions: list[a.WriteFile], target: Target) -> None:
         for action in actions:
@@ -276,6 +270,25 @@ class Applier:
                 detail,
                 log_tail=_log_tail(target, container),
             )
+
+
+PREPARING = (a.WriteFile, a.PullImage)
+STARTING = (a.CreateContainer, a.ReplaceContainer, a.StartContainer)
+
+
+def _runs(actions: Sequence[a.HostAction], beside: set[str]) -> list[list[a.HostAction]]:
+    """A host's actions in order, cut where one must wait for those before it: files and pulls next to each
+    other are one run, and so are containers starting beside the one before them; the rest one each."""
+    runs: list[list[a.HostAction]] = []
+    for action in actions:
+        last = runs[-1] if runs else []
+        prepares = isinstance(action, PREPARING) and bool(last) and isinstance(last[0], PREPARING)
+        starts = isinstance(action, STARTING) and action.spec.name in beside
+        if prepares or (starts and bool(last) and isinstance(last[-1], STARTING)):
+            last.append(action)
+        else:
+            runs.append([action])
+    return runs
 
 
 def _log_tail(target: Target, container: str, lines: int = 10, window: int = 300) -> list[str]:

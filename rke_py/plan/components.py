@@ -53,6 +53,9 @@ class Component:
     build: Callable[[Placement], ContainerSpec]
     ports: tuple[int, ...] = ()  # host ports it listens on: free, or held by one of ours, before it starts
     health: Callable[[Node], HealthCheck | None] = lambda node: None
+    # Starts beside the container before it on the same host, not after that one is healthy: neither needs
+    # the other (the controller manager and the scheduler both need only the apiserver before them).
+    beside_previous: bool = False
 
 
 def _in(plane: Plane) -> Callable[[Node], Plane]:
@@ -124,6 +127,7 @@ REGISTRY: tuple[Component, ...] = (
         lambda p: kube_scheduler.container(p.config),
         ports=(10259,),
         health=_check("https://localhost:10259/healthz"),
+        beside_previous=True,
     ),
     Component(
         kubelet.NAME,
@@ -140,6 +144,7 @@ REGISTRY: tuple[Component, ...] = (
         lambda p: kube_proxy.container(p.config, p.node),
         ports=(10256,),
         health=_check("http://localhost:10256/healthz"),
+        beside_previous=True,
     ),
 )
 

@@ -13,8 +13,14 @@ from collections.abc import Callable, Mapping
 from rke_py.pki.certs import CertKeyPair
 from rke_py.plan.model import HealthCheck
 
-FAST_POLL = 0.5  # seconds between probes at first
-FAST_PERIOD = 30.0  # for this long; then the check's own interval
+# Pauses between probes: the first short (most components answer within a second or two), each after it
+# half again as long up to a second, for FAST_PERIOD; then the check's own interval. Every probe is an SSH
+# channel and often a TLS handshake: a fixed half second cost twice the probes for a component that takes
+# a while, and a busy host's components all take a while.
+FIRST_POLL = 0.1
+POLL_GROWTH = 1.5
+POLL_CAP = 1.0
+FAST_PERIOD = 30.0
 # A component that answers but is not ready yet, or whose container runs and has never been restarted, is
 # starting, not failing: on a slow host (a VM under software emulation) the apiserver's start-up hooks
 # alone, and a kubelet's start, took longer than RKE's 50 s. It gets this many times the check's patience;
@@ -65,11 +71,12 @@ def wait_healthy(
     """Probe until healthy or the check's patience (retries times interval, RKE's numbers) runs out;
     STARTING_PATIENCE times that while the server answers or `starting()` says its container still starts.
 
-    Most components answer within a second or two, so the first seconds are probed twice a second:
-    every container started one after another on a host waits less.
+    Most components answer within a second or two, so the first probes follow each other closely: every
+    container started one after another on a host waits less.
     """
     started = time.monotonic()
     patience = check.retries * check.interval
+    pause = FIRST_POLL
     while True:
         ok, detail, answered = _probe(conn, check, bundle)
         now = time.monotonic()
@@ -77,5 +84,7 @@ def wait_healthy(
             return ok, detail
         if now >= started + patience and not answered and not starting():
             return ok, detail
-        pause = FAST_POLL if now - started < FAST_PERIOD else check.interval
-        time.sleep(min(pause, started + STARTING_PATIENCE * patience - now))
+        # one probe falls at the end of the check's own patience, where a server that never answered fails
+        end = started + (patience if now < started + patience else STARTING_PATIENCE * patience)
+        time.sleep(min(pause, end - now))
+        pause = min(pause * POLL_GROWTH, POLL_CAP) if now - started < FAST_PERIOD else check.interval

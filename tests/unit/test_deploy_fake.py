@@ -562,6 +562,45 @@ def test_a_hosts_images_are_pulled_side_by_side_and_a_failed_pull_names_its_imag
         cluster.up()
 
 
+def test_components_that_need_only_the_one_before_them_start_together(tmp_path):
+    """The scheduler does not wait for the controller manager, nor kube-proxy for the kubelet: on a new
+    cluster each wait is seconds. The apiserver is still healthy before either of the first two starts."""
+    cluster = Cluster(tmp_path)
+    host = cluster.host("10.0.0.1")
+    answered, started = host.http_get, host.docker.start
+    # each slow one answers only once its neighbour started, or after 5 s
+    neighbours = {"kube-controller-manager": "kube-scheduler", "kubelet": "kube-proxy"}
+    running = {name: threading.Event() for name in neighbours.values()}
+    seen_beside: dict[str, bool] = {}
+
+    def start(container: str) -> None:
+        started(container)
+        name = host.docker.by_id[container].name if container in host.docker.by_id else container
+        if name in running:
+            running[name].set()
+
+    def http_get(url: str, *, timeout: float = 5) -> tuple[int, bytes]:
+        name = next(c.name for c in host.docker.by_id.values() if c.spec.health and c.spec.health.url == url)
+        if name in neighbours and name not in seen_beside:
+            seen_beside[name] = running[neighbours[name]].wait(5)
+        status, body = answered(url, timeout=timeout)
+        if name == "kube-apiserver" and status == 200:
+            seen_beside.setdefault(
+                "controller manager after a healthy apiserver",
+                "kube-controller-manager" not in host.docker.names(),
+            )
+        return status, body
+
+    host.http_get = http_get  # type: ignore[method-assign]
+    host.docker.start = start  # type: ignore[method-assign]
+    cluster.up()
+    assert seen_beside == {
+        "kube-controller-manager": True,
+        "kubelet": True,
+        "controller manager after a healthy apiserver": True,
+    }
+
+
 def test_a_node_whose_docker_stopped_names_docker_before_the_components_it_took_along(tmp_path, monkeypatch):
     cluster = Cluster(tmp_path)
     cluster.up()

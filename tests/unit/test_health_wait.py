@@ -31,8 +31,10 @@ class Node:
 
     def __init__(self, clock: Clock, ready_at: float | None, refuse: bool = False) -> None:
         self.clock, self.ready_at, self.refuse = clock, ready_at, refuse
+        self.probes = 0
 
     def https_get(self, url, cert_pem=None, key_pem=None, timeout=5):
+        self.probes += 1
         if self.ready_at is not None and self.clock.now >= self.ready_at:
             return 200, b"ok"
         if self.refuse:
@@ -81,3 +83,19 @@ def test_a_container_that_runs_and_has_not_crashed_is_still_starting(clock: Cloc
     ok, detail = health.wait_healthy(node, CHECK, {}, starting=lambda: True)
     assert ok, detail
     assert 80 <= clock.now < 90
+
+
+@pytest.mark.parametrize("ready_at", [0.3, 1.2, 2.5])
+def test_a_component_that_starts_at_once_is_seen_at_once(clock: Clock, ready_at: float):
+    ok, _ = health.wait_healthy(Node(clock, ready_at=ready_at, refuse=True), CHECK, {}, starting=lambda: True)
+    assert ok
+    assert clock.now - ready_at <= 0.5 * ready_at + 0.1
+
+
+def test_one_that_takes_a_while_is_not_probed_twice_a_second(clock: Clock):
+    # Each probe is an SSH channel and a TLS handshake on the host; a busy host's apiserver takes 25 s.
+    node = Node(clock, ready_at=25)
+    ok, _ = health.wait_healthy(node, CHECK, {})
+    assert ok
+    assert 25 <= clock.now <= 26
+    assert node.probes <= 30
