@@ -388,13 +388,23 @@ class Session:
             if self._identity is not None:
                 self._identity, self._api = None, None
 
-    def verify(self) -> Report:
+    def verify(self, again: Report | None = None) -> Report:
+        """Every check; with `again` (an earlier report of this run) nodes whose checks all passed there
+        keep those rows instead of being probed anew."""
         d = self.desired
         hosts = {a: t.host for a, t in self.targets.items()}
         hostnames = {a: t.facts.hostname for a, t in self.targets.items()}
         workloads = self.workloads()
         report = verify(
-            d.config, d.plan, d.bundle, hosts, hostnames, self.kube_api(), workloads, self.options.concurrency
+            d.config,
+            d.plan,
+            d.bundle,
+            hosts,
+            hostnames,
+            self.kube_api(),
+            workloads,
+            self.options.concurrency,
+            again,
         )
         report.checks[:0] = [Check("host", e.host, False, e.detail) for e in self.unreachable]
         return report

@@ -42,6 +42,7 @@ HOST_PREPARATION = ("cleanup", "files", "images")  # what a host does before any
 # Seconds between the proxies' reload and stopping the apiservers they left: nginx's old workers may still
 # accept a connection for a moment, and requests in flight finish.
 PROXY_SETTLE = 1
+SETTLE_POLL = 0.5  # seconds between verify's rounds while the cluster settles (probing only failing nodes)
 
 
 @dataclass
@@ -573,8 +574,8 @@ class Verify(Phase):
                 "waiting for the cluster to settle: %s",
                 "; ".join(f"{c.name} {c.target}" for c in report.failures(skipped)),
             )
-            time.sleep(1)
-            report = session.verify()
+            time.sleep(SETTLE_POLL)
+            report = session.verify(again=report)
         self.r.report = report
 
 

@@ -24,6 +24,7 @@ from rke_py.plan.model import ClusterPlan, NodePlan
 from rke_py.verify.health import probe
 
 LEASES = ("kube-controller-manager", "kube-scheduler")
+CLUSTER_CHECKS = ("host", "lease", "node", "addon", "namespace", "pod")  # rows not of one node's probes
 NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")  # what a new cluster has
 # A pod any Pod Security level admits, sent with dryRun: admission runs, nothing is stored or scheduled.
 _RESTRICTED = {
@@ -84,13 +85,17 @@ def verify(
     api: KubeAPI,
     workloads: Sequence[tuple[str, dict[str, Any]]],
     concurrency: int,
+    again: Report | None = None,
 ) -> Report:
     """Run every check. `hosts` maps node address → host (hosts missing from it were reported
     unreachable by the caller); `hostnames` address → the host's own name; `workloads` (add-on name,
     DaemonSet or Deployment) are the add-ons' rollouts to check; `concurrency` nodes are probed at once,
-    while the API's answers (leases, Nodes, rollouts) are read beside them."""
+    while the API's answers (leases, Nodes, rollouts) are read beside them. With `again`, an earlier
+    report, a node all of whose checks passed there keeps them: `up` waiting for the cluster to settle
+    asks the API again each round, and probes only the nodes that still fail."""
     report = Report()
-    reachable = [n for n in config.nodes if n.address in hosts]
+    passed = _passed_nodes(again) if again else {}
+    reachable = [n for n in config.nodes if n.address in hosts and n.address not in passed]
     workers = max(1, min(concurrency, len(reachable)))
     with (
         ThreadPoolExecutor(max_workers=1) as api_side,
@@ -101,11 +106,21 @@ def verify(
         per_node = pool.map(
             lambda n: _node_checks(plan.node(n.address), bundle, hosts[n.address], beside), reachable
         )
-        for checks in per_node:
-            report.checks.extend(checks)
+        done = dict(zip((n.address for n in reachable), per_node, strict=True))
+        for node in config.nodes:
+            report.checks += passed.get(node.address) or done.get(node.address, [])
         report.checks += cluster.result().checks
         report.leases = cluster.result().leases
     return report
+
+
+def _passed_nodes(report: Report) -> dict[str, list[Check]]:
+    """Node address → its rows in `report`, for nodes where every row passed."""
+    rows: dict[str, list[Check]] = {}
+    for check in report.checks:
+        if check.name not in CLUSTER_CHECKS:
+            rows.setdefault(check.target, []).append(check)
+    return {target: checks for target, checks in rows.items() if all(c.ok for c in checks)}
 
 
 def _cluster_checks(

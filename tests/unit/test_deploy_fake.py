@@ -22,7 +22,7 @@ from rke_py.errors import ApplyError, ConnectError, HostError, PreflightError
 from rke_py.hosts.base import DockerError
 from rke_py.plan.components import REGISTRY, Component, Placement
 from rke_py.plan.model import ContainerSpec, HealthCheck
-from rke_py.verify.checks import Check, _node_checks
+from rke_py.verify.checks import CLUSTER_CHECKS, Check, _node_checks, verify
 from tests.unit.fakehost import FakeConnector, FakeHost, World
 
 OPTIONS = Options(verify=False)
@@ -619,6 +619,48 @@ def test_a_node_whose_docker_stopped_names_docker_before_the_components_it_took_
     assert first == Check("docker", "10.0.0.2", False, f"{gone}; start Docker there, then run again")
     assert rest and not any(c.ok for c in rest)
     assert all(c.ok and c.name != "docker" for c in checks["10.0.0.1"])
+
+
+def test_verify_again_probes_only_the_nodes_that_failed_and_keeps_the_rows_of_the_others(tmp_path):
+    """`up` waiting for the cluster to settle: each round asks the API again, but a node whose probes all
+    passed is not probed again (at a thousand nodes a round of probes takes seconds)."""
+    cluster = Cluster(tmp_path)
+    cluster.up()
+    desired = cluster.desired()
+    hosts = {a: cluster.host(a) for a in ("10.0.0.1", "10.0.0.2", "10.0.0.3")}
+    probed: list[str] = []
+    for address, host in hosts.items():
+        answered = host.http_get
+
+        def counted(url: str, *, timeout: float = 5, address=address, answered=answered):
+            probed.append(address)
+            return answered(url, timeout=timeout)
+
+        host.http_get = counted  # type: ignore[method-assign]
+    kubelet = next(c for c in hosts["10.0.0.2"].docker.by_id.values() if c.name == "kubelet")
+    kubelet.healthy = False
+
+    def check(again=None):
+        args = (
+            desired.config,
+            desired.plan,
+            desired.bundle,
+            hosts,
+            {a: a for a in hosts},
+            cluster.world.kube,
+        )
+        return verify(*args, [], 4, again)
+
+    def probes(report) -> list[tuple[str, str, bool]]:  # the fake API holds no leases: those rows fail
+        return [(c.name, c.target, c.ok) for c in report.checks if c.name not in CLUSTER_CHECKS]
+
+    first = check()
+    assert [(name, target) for name, target, ok in probes(first) if not ok] == [("kubelet", "10.0.0.2")]
+    kubelet.healthy = True
+    probed.clear()
+    second = check(again=first)
+    assert set(probed) == {"10.0.0.2"}
+    assert probes(second) == [(name, target, True) for name, target, _ in probes(first)]
 
 
 def test_a_step_failing_where_docker_stopped_says_docker_first_and_what_failed_after(tmp_path, monkeypatch):
