@@ -36,6 +36,7 @@ HOST_ADDRESS = "192.168.56.1"  # the hypervisor host on the Vagrantfile's privat
 REGISTRY = f"{HOST_ADDRESS}:{registry.PORT}"
 ROLES = {"node-1": ["etcd", "controlplane", "worker"], "node-2": ["worker"], "node-3": ["worker"]}
 VM_REGISTRY = "rke-py-vagrant-registry"
+LIBVIRT_PACKAGES = ("vagrant-libvirt", "libvirt-daemon-system", "libvirt-clients", "qemu-system-x86")
 LIBVIRT_CHAINS = {  # what libvirt's network driver adds to the host's iptables and leaves when it stops
     "filter": ["LIBVIRT_INP", "LIBVIRT_OUT", "LIBVIRT_FWO", "LIBVIRT_FWI", "LIBVIRT_FWX"],
     "nat": ["LIBVIRT_PRT"],
@@ -68,10 +69,24 @@ def pool_volumes(pool: str) -> set[str]:
     return {line.split()[0] for line in table if line.strip()}
 
 
+def install_missing() -> None:
+    """What the path needs beyond scripts/bootstrap's packages, installed from Debian as bootstrap does."""
+    missing = [
+        package
+        for package in LIBVIRT_PACKAGES
+        if run("dpkg-query", "-W", "-f=${Status}", package, check=False).stdout != "install ok installed"
+    ]
+    if missing:
+        apt = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        run("apt-get", "update", "-qq", env=apt)
+        run("apt-get", "install", "-y", "-qq", "--no-install-recommends", *missing, env=apt)
+
+
 @pytest.fixture(scope="module")
 def libvirtd() -> Iterator[None]:
     """libvirt's daemons (started here when none answers, and stopped afterwards with the iptables chains
     its network driver leaves behind); what libvirt held before the run is left as it was."""
+    install_missing()
     started: list[int] = []
     if virsh("version").returncode != 0:
         for daemon in ("virtlogd", "libvirtd"):
