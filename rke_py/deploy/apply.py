@@ -281,11 +281,11 @@ def _runs(actions: Sequence[a.HostAction], beside: set[str]) -> list[list[a.Host
     other are one run, and so are containers starting beside the one before them; the rest one each."""
     runs: list[list[a.HostAction]] = []
     for action in actions:
-        last = runs[-1] if runs else []
-        prepares = isinstance(action, PREPARING) and bool(last) and isinstance(last[0], PREPARING)
-        starts = isinstance(action, STARTING) and action.spec.name in beside
-        if prepares or (starts and bool(last) and isinstance(last[-1], STARTING)):
-            last.append(action)
+        last = runs[-1][-1] if runs else None
+        prepares = isinstance(action, PREPARING) and isinstance(last, PREPARING)
+        starts = isinstance(action, STARTING) and action.spec.name in beside and isinstance(last, STARTING)
+        if prepares or starts:
+            runs[-1].append(action)
         else:
             runs.append([action])
     return runs
