@@ -43,6 +43,7 @@ HOST_PREPARATION = ("cleanup", "files", "images")  # what a host does before any
 # accept a connection for a moment, and requests in flight finish.
 PROXY_SETTLE = 1
 SETTLE_POLL = 0.5  # seconds between verify's rounds while the cluster settles (probing only failing nodes)
+SETTLE_WINDOW = 45  # seconds verify waits at least for the cluster to settle
 
 
 @dataclass
@@ -555,16 +556,19 @@ class AsPlanned(Phase):
 class Verify(Phase):
     key, title = "verify", "verifying the cluster"
 
-    def __init__(self, run: Run, within: float = 45):
+    def __init__(self, run: Run):
         self.r = run
-        self.within = within
+        # a slow host's controller manager takes minutes to lead and fill the namespaces: as long as an API
+        # call may be asked again (--api-timeout), at least SETTLE_WINDOW
+        self.within = max(SETTLE_WINDOW, run.options.api_timeout)
 
     def has_work(self) -> bool:
         return self.r.options.verify
 
     def run(self) -> None:
         """Verify until it passes or `within` seconds pass: a lease whose holder was just replaced stays
-        with the old holder until it expires (15 s by default), and new nodes take a moment to be Ready."""
+        with the old holder until it expires (15 s by default), new nodes take a moment to be Ready, and
+        a new cluster's namespaces get their ServiceAccount once the controller manager leads."""
         session = self.r.session
         skipped = skipped_targets(self.r.skipped)
         deadline = time.monotonic() + self.within

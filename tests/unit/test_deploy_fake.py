@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from rke_py.deploy import clusterstate
+from rke_py.deploy import up as up_module
 from rke_py.deploy.desired import Desired, prepare
 from rke_py.deploy.remove import remove
 from rke_py.deploy.session import Options
@@ -661,6 +662,23 @@ def test_verify_again_probes_only_the_nodes_that_failed_and_keeps_the_rows_of_th
     second = check(again=first)
     assert set(probed) == {"10.0.0.2"}
     assert probes(second) == [(name, target, True) for name, target, _ in probes(first)]
+
+
+@pytest.mark.parametrize(("api_timeout", "waited"), [(0, 45), (120, 120)])
+def test_up_waits_for_the_cluster_to_settle_as_long_as_api_calls_are_retried(
+    tmp_path, monkeypatch, api_timeout, waited
+):
+    """On a slow host the controller manager takes minutes to lead and give the namespaces their accounts;
+    `--api-timeout` raises how long `up` waits for that, as for any API call (the fake API holds no leases,
+    so here the cluster never settles)."""
+    cluster = Cluster(tmp_path)
+    cluster.up()
+    clock = [0.0]
+    monkeypatch.setattr(up_module.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(up_module.time, "sleep", lambda seconds: clock.__setitem__(0, clock[0] + seconds))
+    result = cluster.up(Options(api_timeout=api_timeout))
+    assert "lease" in {c.name for c in result.report.failures()}
+    assert waited <= clock[0] < waited + 1
 
 
 def test_a_step_failing_where_docker_stopped_says_docker_first_and_what_failed_after(tmp_path, monkeypatch):
