@@ -36,6 +36,14 @@ HOST_ADDRESS = "192.168.56.1"  # the hypervisor host on the Vagrantfile's privat
 REGISTRY = f"{HOST_ADDRESS}:{registry.PORT}"
 ROLES = {"node-1": ["etcd", "controlplane", "worker"], "node-2": ["worker"], "node-3": ["worker"]}
 VM_REGISTRY = "rke-py-vagrant-registry"
+# A machine under software emulation does not renew a lease within Kubernetes' 10 s deadline: its controller
+# manager and scheduler lose their leases, exit and start over, and the namespaces wait for minutes. RKE's
+# extra_args give them the time, as an operator of slow hosts would.
+SLOW_LEADER_ELECTION = {
+    "leader-elect-lease-duration": "60s",
+    "leader-elect-renew-deadline": "45s",
+    "leader-elect-retry-period": "10s",
+}
 LIBVIRT_PACKAGES = ("vagrant-libvirt", "libvirt-daemon-system", "libvirt-clients", "qemu-system-x86")
 LIBVIRT_CHAINS = {  # what libvirt's network driver adds to the host's iptables and leaves when it stops
     "filter": ["LIBVIRT_INP", "LIBVIRT_OUT", "LIBVIRT_FWO", "LIBVIRT_FWI", "LIBVIRT_FWX"],
@@ -242,6 +250,9 @@ def cluster_yml(machines: dict[str, object], lab_images: dict[str, images.LabIma
     document["ingress"] = {"provider": "none"}
     document["monitoring"] = {"provider": "none"}
     document["dns"] = {"provider": "none"}
+    services = document.setdefault("services", {})
+    for service in ("kube-controller", "scheduler"):
+        services.setdefault(service, {}).setdefault("extra_args", {}).update(SLOW_LEADER_ELECTION)
     document["private_registries"] = [{"url": REGISTRY, "is_default": True}]
     document["system_images"] = {key: lab_images[name].ref for key, name in SYSTEM_IMAGES.items()}
     yaml.dump(document, path)
