@@ -21,9 +21,9 @@ from bench_up import rke_py
 from ruamel.yaml import YAML
 
 PHASE = re.compile(r"^(\S+ \S+) INFO rke_py phase: (.*)$")
-# the phases a fresh `up` spends its time in, as its log names them (the rest take milliseconds)
+# the phases a fresh `up` spends its time in, as its log names them (the rest take milliseconds). Hosts
+# prepare (write files, pull images) beside the phases and the etcd plane waits for them: pulls count there.
 PHASES = {
-    "preparing hosts": "prepare",
     "etcd plane": "etcd",
     "control plane": "control",
     "worker plane": "worker",
