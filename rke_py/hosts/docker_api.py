@@ -164,11 +164,16 @@ def docker_client(
     socket_path = socket_path or DEFAULT_SOCKET
     user = conn.target.user
     try:
-        conn.open_unix(socket_path).close()
+        # The channel that shows the socket can be reached is the pool's first: it carries the version
+        # request, and a host costs one channel fewer.
+        first = [conn.open_unix(socket_path)]
         kind, size = "streamlocal", STREAMLOCAL_POOL
 
         def open_channel() -> paramiko.Channel:
-            return conn.open_unix(socket_path)
+            try:
+                return first.pop()
+            except IndexError:
+                return conn.open_unix(socket_path)
 
     except paramiko.ChannelException as e:
         # OpenSSH answers "open failed" both when forwarding is off and when connect() fails, so ask the

@@ -696,6 +696,16 @@ def test_docker_over_streamlocal_runs_a_container(conn, busybox_image):
     client.close()
 
 
+def test_the_channel_that_finds_dockers_socket_carries_the_first_requests(conn, monkeypatch):
+    opened = []
+    open_unix = conn.open_unix
+    monkeypatch.setattr(conn, "open_unix", lambda path, **kw: opened.append(path) or open_unix(path, **kw))
+    host_docker = docker_client(conn, DOCKER_SOCK)  # negotiates the API version on the channel it found
+    assert host_docker.info()["ServerVersion"]
+    assert opened == [DOCKER_SOCK]
+    host_docker.close()
+
+
 def test_exec_returns_every_byte_and_the_exit_code_of_quick_commands(conn, busybox_image):
     """Output that arrives with the response headers used to be lost (file hashes then looked missing)."""
     host_docker = docker_client(conn, DOCKER_SOCK)
