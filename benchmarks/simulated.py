@@ -45,6 +45,7 @@ ROUND_TRIPS = {
     "docker": 1,  # a request on a kept-alive channel to the Docker socket
     "api": 3,  # a channel to the apiserver, the TLS handshake, the request
 }
+KNOWN_AT_CONNECT = {"server_version"}  # Docker's answer to the version negotiation of "connect"
 POD_IMAGES = 40  # images a real node holds for its pods, listed by every `docker images`
 
 
@@ -217,7 +218,7 @@ class Metered:
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._target, name)
-        if not callable(value):
+        if not callable(value) or name in KNOWN_AT_CONNECT:
             return value
         trips = ROUND_TRIPS["docker"] if self._counter == "docker_calls" else ROUND_TRIPS[name]
 

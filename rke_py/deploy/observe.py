@@ -25,10 +25,10 @@ def observe(
     registry: tuple[Component, ...] = REGISTRY,
     beside: Executor | None = None,
 ) -> HostFacts:
-    """One Docker info, one container list, one image list and one shell command per host (and one exec in
-    the file helper when the SSH user is not root). With an executor `beside`, the shell command runs
-    there while the Docker calls are made: the connection carries both at once, and a thousand hosts wait
-    that much less."""
+    """One container list, one image list and one shell command per host (and one exec in the file helper
+    when the SSH user is not root); the Docker version is the one the client negotiated with. With an
+    executor `beside`, the shell command runs there while the Docker calls are made: the connection
+    carries both at once, and a thousand hosts wait that much less."""
     paths = [f.path for f in plan.files] if plan else []
     # As root one shell command reads everything; otherwise the files are root's, read through Docker.
     script = _facts_script(paths if host.root else [], prefix)
@@ -42,12 +42,7 @@ def observe(
 
 
 def _docker_facts(host: HostConnection, registry: tuple[Component, ...]) -> HostFacts:
-    info = host.docker.info()
-    facts = HostFacts(
-        address=host.address,
-        hostname=info.get("Name", ""),
-        docker_version=info.get("ServerVersion", ""),
-    )
+    facts = HostFacts(address=host.address, docker_version=host.docker.server_version())
     components = by_name(registry)
     for c in host.docker.containers(NAME_LABEL, RKE_UNLABELLED):
         seen = ObservedContainer(c.name, c.id, c.image, c.running, c.labels.get(HASH_LABEL, ""))
@@ -66,7 +61,8 @@ def _facts_script(paths: list[str], prefix: str) -> str:
     hashes = f"sha256sum -- {' '.join(shlex.quote(p) for p in paths)} 2>/dev/null" if paths else "true"
     return (
         f"{hashes}; echo '--- ports'; cat /proc/net/tcp /proc/net/tcp6 2>/dev/null; "
-        f"echo '--- df'; df -Pk {shlex.quote(prefix)} | tail -n 1; echo '--- clock'; date +%s"
+        f"echo '--- df'; df -Pk {shlex.quote(prefix)} | tail -n 1; echo '--- clock'; date +%s; "
+        "echo '--- hostname'; cat /proc/sys/kernel/hostname"  # the name Docker and the kubelet go by
     )
 
 
@@ -87,3 +83,5 @@ def _read_shell_facts(facts: HostFacts, out: str, paths: list[str], now: float) 
             facts.disk_free_mb = int(fields[3]) // 1024
         elif section == "clock" and len(fields) == 1 and fields[0].isdigit():
             facts.clock_offset_s = int(fields[0]) - now
+        elif section == "hostname" and len(fields) == 1:
+            facts.hostname = fields[0]

@@ -53,6 +53,10 @@ class Docker(Protocol):
 
     def info(self) -> dict[str, Any]: ...
 
+    def server_version(self) -> str:
+        """The daemon's version (`docker version`'s Server.Version)."""
+        ...
+
     def containers(self, label: str, names: Collection[str] = ()) -> list[DockerContainer]:
         """The containers with `label`, and those named in `names` without it (RKE starts a few so)."""
         ...

@@ -121,6 +121,17 @@ def _demux(raw: bytes) -> bytes:
 class NodeAPIClient(docker.APIClient):
     """docker.APIClient whose requests travel over a node's SSH connection."""
 
+    server: dict[str, Any] | None = None  # `docker version`'s Server part, when the version was negotiated
+
+    def _retrieve_server_version(self) -> str:
+        """As docker-py negotiates, keeping the daemon's answer: it also says the Docker version, which
+        observe would otherwise ask `docker info` for."""
+        try:
+            self.server = self.version(api_version=False)
+            return self.server["ApiVersion"]
+        except Exception as e:
+            raise docker.errors.DockerException(f"Error while fetching server API version: {e}") from e
+
     def exec_output(self, exec_id: str) -> bytes:
         """Start an exec and return its output once it ends. docker-py's exec_start reads the bare channel
         and loses whatever output came in the same packets as the response headers (a quick command then
@@ -243,6 +254,10 @@ class HostDocker:
 
     def info(self) -> dict[str, Any]:
         return self._call("docker info", self.api.info)
+
+    def server_version(self) -> str:
+        server = self.api.server or self._call("docker version", self.api.version)
+        return str(server.get("Version", ""))
 
     def containers(self, label: str, names: Collection[str] = ()) -> list[DockerContainer]:
         filters = {} if names else {"label": label}  # one list either way; Docker's filters only AND

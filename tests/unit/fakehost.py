@@ -92,6 +92,7 @@ class FakeDocker:
         self.images: set[str] = set()
         self.broken: set[str] = set()  # component names whose new containers fail their health check
         self.pulls: list[tuple[str, Mapping[str, str] | None]] = []
+        self.version = "24.0.7"
 
     def _log(self, what: str) -> None:
         self.host.world.events.append(f"{self.host.address} {what}")
@@ -103,7 +104,10 @@ class FakeDocker:
         raise DockerError(f"No such container: {ref}", missing=True)
 
     def info(self) -> dict[str, Any]:
-        return {"Name": self.host.hostname, "ServerVersion": "24.0.7"}
+        return {"Name": self.host.hostname, "ServerVersion": self.version}
+
+    def server_version(self) -> str:
+        return self.version
 
     def containers(self, label: str, names: Collection[str] = ()) -> list[DockerContainer]:
         return [
@@ -205,6 +209,7 @@ class FakeHost:
         hashes = self.file_hashes(words[2:] if words[:2] == ["sha256sum", "--"] else [])
         out = "".join(f"{h}  {p}\n" for p, h in hashes.items() if h)
         out += "--- ports\n--- df\n/dev/vda 263174212 23000000 209000000 10% /\n"
+        out += f"--- hostname\n{self.hostname}\n"
         return Completed(0, out.encode(), b"")
 
     def run_as_root(self, script: str) -> Completed:

@@ -47,7 +47,7 @@ def test_ignore_docker_version_is_honoured():
     assert preflight(cfg, NODE, facts(docker_version="1.13.1")) is None
 
 
-def test_shell_facts_parse_hashes_listening_ports_and_disk():
+def test_shell_facts_parse_hashes_listening_ports_disk_clock_and_hostname():
     out = (
         "abc  /etc/kubernetes/ssl/kube-ca.pem\n"
         "--- ports\n"
@@ -56,6 +56,7 @@ def test_shell_facts_parse_hashes_listening_ports_and_disk():
         "   1: 0100007F:9C40 0100007F:192B 01 00000000:00000000\n"
         "--- df\n/dev/vda 263174212 23000000 209000000 10% /\n"
         "--- clock\n1700000000\n"
+        "--- hostname\nnode-7.example\n"
     )
     f = HostFacts("h")
     _read_shell_facts(
@@ -68,6 +69,7 @@ def test_shell_facts_parse_hashes_listening_ports_and_disk():
     assert f.listening_ports == {6443}
     assert f.disk_free_mb == 209000000 // 1024
     assert f.clock_offset_s == -18000.5
+    assert f.hostname == "node-7.example"  # the leases' holders name it so
 
 
 @pytest.mark.parametrize(
