@@ -44,6 +44,11 @@ SLOW_LEADER_ELECTION = {
     "leader-elect-renew-deadline": "45s",
     "leader-elect-retry-period": "10s",
 }
+# `up` waits for the cluster to settle (every namespace's ServiceAccount, a first pod admitted) as long as
+# --api-timeout. On an emulated machine the apiserver can stall past the renew deadline while the workers
+# join; the controller manager then starts over, waits out its old lease and starts its controllers one by
+# one, minutes more than the 180 s default allows.
+API_TIMEOUT = "600"
 LIBVIRT_PACKAGES = ("vagrant-libvirt", "libvirt-daemon-system", "libvirt-clients", "qemu-system-x86")
 LIBVIRT_CHAINS = {  # what libvirt's network driver adds to the host's iptables and leaves when it stops
     "filter": ["LIBVIRT_INP", "LIBVIRT_OUT", "LIBVIRT_FWO", "LIBVIRT_FWI", "LIBVIRT_FWX"],
@@ -265,7 +270,7 @@ def cluster(machines, lab_images) -> Iterator[Path]:
     times = machines["times"]
     assert isinstance(times, dict)
     start = time.monotonic()
-    result = rke_py("up", "--config", str(path))
+    result = rke_py("up", "--config", str(path), "--api-timeout", API_TIMEOUT)
     times["rke-py up"] = time.monotonic() - start
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:] + diagnostics(machines)
     yield path
@@ -277,17 +282,19 @@ def cluster(machines, lab_images) -> Iterator[Path]:
 def diagnostics(machines: dict[str, object]) -> str:
     """What the control plane machine's containers did, for a failure's message: the machines are gone
     once the test ends."""
+    components = "kube-controller-manager kube-scheduler kube-apiserver etcd"
     script = (
         "docker ps -a --format '{{.Names}} {{.Status}}'; uptime; "
-        "for c in kube-apiserver kube-controller-manager kube-scheduler etcd; do "
-        "echo \"== $c\"; docker inspect -f 'restarts {{.RestartCount}}' $c; "
-        "docker logs --tail 15 $c 2>&1; done"
+        f"for c in {components}; do "
+        "echo \"$c: $(docker inspect -f '{{.RestartCount}} restarts, up since {{.State.StartedAt}}' $c)\"; "
+        "done; "
+        f'for c in {components}; do echo "== $c"; docker logs --tail 12 $c 2>&1 | cut -c1-300; done'
     )
     done = run(
         "vagrant", "ssh", "node-1", "-c", script,
         cwd=machines["project"], env=machines["env"], timeout=300, check=False,
     )  # fmt: skip
-    return f"\n--- node-1 ---\n{done.stdout[-8000:]}{done.stderr[-2000:]}"
+    return f"\n--- node-1 ---\n{done.stdout[-16000:]}{done.stderr[-2000:]}"
 
 
 def kubectl(cluster: Path, *args: str) -> subprocess.CompletedProcess[str]:
