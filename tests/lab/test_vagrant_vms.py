@@ -37,12 +37,14 @@ REGISTRY = f"{HOST_ADDRESS}:{registry.PORT}"
 ROLES = {"node-1": ["etcd", "controlplane", "worker"], "node-2": ["worker"], "node-3": ["worker"]}
 VM_REGISTRY = "rke-py-vagrant-registry"
 # A machine under software emulation does not renew a lease within Kubernetes' 10 s deadline: its controller
-# manager and scheduler lose their leases, exit and start over, and the namespaces wait for minutes. RKE's
-# extra_args give them the time, as an operator of slow hosts would.
+# manager and scheduler lose their leases, exit and start over, and the namespaces wait for minutes. While
+# the workers join, the controlplane machine's load reaches 14 on 2 CPUs and its apiserver stalls past 45 s
+# (both restarted with a 45 s deadline). RKE's extra_args give them the time, as an operator of slow hosts
+# would.
 SLOW_LEADER_ELECTION = {
-    "leader-elect-lease-duration": "60s",
-    "leader-elect-renew-deadline": "45s",
-    "leader-elect-retry-period": "10s",
+    "leader-elect-lease-duration": "120s",
+    "leader-elect-renew-deadline": "100s",
+    "leader-elect-retry-period": "20s",
 }
 # `up` waits for the cluster to settle (every namespace's ServiceAccount, a first pod admitted) as long as
 # --api-timeout. On an emulated machine the apiserver can stall past the renew deadline while the workers
