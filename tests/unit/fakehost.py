@@ -85,6 +85,9 @@ class World:
         return running > len(self.etcd_hosts) // 2
 
 
+DOCKER_VERSION = "24.0.7"  # what every fake host runs
+
+
 class FakeDocker:
     def __init__(self, host: FakeHost):
         self.host = host
@@ -92,7 +95,6 @@ class FakeDocker:
         self.images: set[str] = set()
         self.broken: set[str] = set()  # component names whose new containers fail their health check
         self.pulls: list[tuple[str, Mapping[str, str] | None]] = []
-        self.version = "24.0.7"
 
     def _log(self, what: str) -> None:
         self.host.world.events.append(f"{self.host.address} {what}")
@@ -104,10 +106,10 @@ class FakeDocker:
         raise DockerError(f"No such container: {ref}", missing=True)
 
     def info(self) -> dict[str, Any]:
-        return {"Name": self.host.hostname, "ServerVersion": self.version}
+        return {"Name": self.host.hostname, "ServerVersion": DOCKER_VERSION}
 
     def server_version(self) -> str:
-        return self.version
+        return DOCKER_VERSION
 
     def containers(self, label: str, names: Collection[str] = ()) -> list[DockerContainer]:
         return [
