@@ -121,16 +121,9 @@ def _demux(raw: bytes) -> bytes:
 class NodeAPIClient(docker.APIClient):
     """docker.APIClient whose requests travel over a node's SSH connection."""
 
-    server: dict[str, Any] | None = None  # `docker version`'s Server part, when the version was negotiated
-
-    def _retrieve_server_version(self) -> str:
-        """As docker-py negotiates, keeping the daemon's answer: it also says the Docker version, which
-        observe would otherwise ask `docker info` for."""
-        try:
-            self.server = self.version(api_version=False)
-            return self.server["ApiVersion"]
-        except Exception as e:
-            raise docker.errors.DockerException(f"Error while fetching server API version: {e}") from e
+    # the daemon's answer to the version negotiation: it also says the Docker version, which observe would
+    # otherwise ask `docker info` for
+    server: dict[str, Any] | None = None
 
     def exec_output(self, exec_id: str) -> bytes:
         """Start an exec and return its output once it ends. docker-py's exec_start reads the bare channel
@@ -161,7 +154,13 @@ class NodeAPIClient(docker.APIClient):
         self.mount("http+docker://", adapter)
         self.base_url = _BASE_URL
         self.transport_kind = transport_kind  # "streamlocal" or "dial-stdio"
-        inner._version = inner._retrieve_server_version() if version == "auto" else version
+        if version == "auto":  # as docker-py negotiates, keeping the answer
+            try:
+                self.server = self.version(api_version=False)
+                version = self.server["ApiVersion"]
+            except Exception as e:
+                raise docker.errors.DockerException(f"Error while fetching server API version: {e}") from e
+        inner._version = version
 
 
 def docker_client(

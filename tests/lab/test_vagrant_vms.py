@@ -39,8 +39,8 @@ VM_REGISTRY = "rke-py-vagrant-registry"
 # A machine under software emulation does not renew a lease within Kubernetes' 10 s deadline: its controller
 # manager and scheduler lose their leases, exit and start over, and the namespaces wait for minutes. While
 # the workers join, the controlplane machine's load reaches 14 on 2 CPUs and its apiserver stalls past 45 s
-# (both restarted with a 45 s deadline). RKE's extra_args give them the time, as an operator of slow hosts
-# would.
+# (both restarted with a 45 s deadline). RKE's extra_args give them more time, as an operator of slow hosts
+# would; on a 2-core machine not enough (vagrant/README.md).
 SLOW_LEADER_ELECTION = {
     "leader-elect-lease-duration": "120s",
     "leader-elect-renew-deadline": "100s",
