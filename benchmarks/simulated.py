@@ -6,8 +6,9 @@ counted. The hosts hold what a real node holds besides rke-py's containers (the 
 API renews its leader Leases and reports add-on rollouts done, as real controllers would. What is not
 simulated: the CPU rke-py spends in SSH and TLS cryptography (paramiko, ssl), which the lab measures.
 
-The simulation's own CPU (the fake Docker, the fake API's bookkeeping and JSON) is measured per call and
-kept apart, so `Meter.sim_cpu` can be subtracted from the process's CPU to leave rke-py's.
+The simulation's own CPU (the fake Docker, the fake API's bookkeeping and JSON, the wrappers that count
+rke-py's calls and track the critical path) is measured and kept apart, so `Meter.sim_cpu` can be
+subtracted from the process's CPU to leave rke-py's.
 """
 
 from __future__ import annotations
@@ -54,16 +55,30 @@ class CriticalPath:
     round trips advance; work handed to a thread pool starts at its submitter's clock or when one of the
     pool's `max_workers` slots frees (so `--concurrency` still bounds it), and whoever waits for a result
     takes the later of its own clock and the work's. The main thread's clock at the end is the floor: the
-    run's critical path with rke-py's own CPU and sleeps taken away."""
+    run's critical path with rke-py's own CPU and sleeps taken away. This bookkeeping wraps every
+    `submit` and `result` of rke-py's: its CPU (`cpu()`) is the simulation's, not rke-py's."""
 
     def __init__(self) -> None:
         self._local = threading.local()
+        self._spent: list[list[float]] = []  # a cell per thread, so charging takes no lock
+
+    def charge(self, started: float) -> None:
+        cell = getattr(self._local, "spent", None)
+        if cell is None:
+            cell = self._local.spent = [0.0]
+            self._spent.append(cell)
+        cell[0] += time.thread_time() - started
+
+    def cpu(self) -> float:
+        return sum(cell[0] for cell in self._spent)
 
     def now(self) -> float:
         return getattr(self._local, "clock", 0.0)
 
     def restart(self) -> None:
         self._local.clock = 0.0
+        for cell in self._spent:
+            cell[0] = 0.0
 
     def advance(self, seconds: float) -> None:
         self._local.clock = self.now() + seconds
@@ -77,21 +92,27 @@ class CriticalPath:
         path = self
 
         def tracked_submit(pool: ThreadPoolExecutor, fn: Callable[..., Any], /, *args: Any, **kw: Any) -> Any:
+            started = time.thread_time()
             slots = pool.__dict__.setdefault("_floor_slots", [0.0] * pool._max_workers)
             lock = pool.__dict__.setdefault("_floor_lock", threading.Lock())
             submitted, finished = path.now(), [0.0]
 
             def task() -> Any:
+                started = time.thread_time()
                 with lock:
                     free = heapq.heappop(slots)
                 path._local.clock = max(submitted, free)
+                path.charge(started)
                 try:
                     return fn(*args, **kw)
                 finally:
+                    started = time.thread_time()
                     finished[0] = path.now()
                     with lock:
                         heapq.heappush(slots, finished[0])
+                    path.charge(started)
 
+            path.charge(started)
             future = submit(pool, task)
             future._floor_finished = finished  # type: ignore[attr-defined]
             return future
@@ -100,8 +121,10 @@ class CriticalPath:
             try:
                 return result(future, timeout)
             finally:
+                started = time.thread_time()
                 if future.done() and hasattr(future, "_floor_finished"):
                     path._reach(future._floor_finished[0])
+                path.charge(started)
 
         ThreadPoolExecutor.submit = tracked_submit  # type: ignore[method-assign]
         Future.result = tracked_result  # type: ignore[method-assign]
@@ -113,11 +136,16 @@ class Meter:
 
     latency: float  # seconds per round trip
     counts: Counter[str] = field(default_factory=Counter)
-    sim_cpu: float = 0.0  # CPU seconds the simulation itself spent answering
+    answer_cpu: float = 0.0  # CPU seconds the simulated hosts and API spent answering
     peak_hosts: int = 0  # the most hosts with a call in flight at one moment
     path: CriticalPath = field(default_factory=CriticalPath)
     _busy: Counter[str] = field(default_factory=Counter)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def sim_cpu(self) -> float:
+        """All the simulation's CPU: its answers and its bookkeeping around rke-py's calls."""
+        return self.answer_cpu + self.path.cpu()
 
     @contextlib.contextmanager
     def call(self, counter: str, address: str, round_trips: int) -> Iterator[None]:
@@ -139,12 +167,12 @@ class Meter:
                     self._busy[address] -= 1
                     if not self._busy[address]:
                         del self._busy[address]
-                self.sim_cpu += time.thread_time() - started
+                self.answer_cpu += time.thread_time() - started
 
     def reset(self) -> None:
         with self._lock:
             self.counts.clear()
-            self.sim_cpu = 0.0
+            self.answer_cpu = 0.0
             self.peak_hosts = 0
         self.path.restart()
 
@@ -217,17 +245,22 @@ class Metered:
             self.docker = Metered(target.docker, meter, address, "docker_calls")
 
     def __getattr__(self, name: str) -> Any:
-        value = getattr(self._target, name)
-        if not callable(value) or name in KNOWN_AT_CONNECT:
-            return value
-        trips = ROUND_TRIPS["docker"] if self._counter == "docker_calls" else ROUND_TRIPS[name]
+        """A real connection's method is a plain attribute: this wrapping is the simulation's CPU."""
+        started = time.thread_time()
+        try:
+            value = getattr(self._target, name)
+            if not callable(value) or name in KNOWN_AT_CONNECT:
+                return value
+            trips = ROUND_TRIPS["docker"] if self._counter == "docker_calls" else ROUND_TRIPS[name]
 
-        def call(*args: Any, **kwargs: Any) -> Any:
-            each = len(args[0]) if name == "write_files" else 1  # root's files go one by one
-            with self._meter.call(self._counter, self._address, trips * each):
-                return value(*args, **kwargs)
+            def call(*args: Any, **kwargs: Any) -> Any:
+                each = len(args[0]) if name == "write_files" else 1  # root's files go one by one
+                with self._meter.call(self._counter, self._address, trips * each):
+                    return value(*args, **kwargs)
 
-        return call
+            return call
+        finally:
+            self._meter.path.charge(started)
 
 
 class SimClient(KubeAPI):
