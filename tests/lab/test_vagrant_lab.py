@@ -66,6 +66,13 @@ def test_vagrant_validates_the_lab(project: Path, nodes: str):
 
 
 @needs_vagrant
+def test_cpus_may_be_given_by_machine(project: Path):
+    result = vagrant(project, "validate", "--ignore-provider", RKE_PY_CPUS="2,1")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Vagrantfile validated successfully." in result.stdout
+
+
+@needs_vagrant
 def test_a_missing_public_key_does_not_stop_validate_or_destroy(project: Path, tmp_path: Path):
     # Only `up`, `provision` and `reload` need the key (a trigger stops them early with a message).
     result = vagrant(project, "validate", "-p", RKE_PY_SSH_PUBKEY=str(tmp_path / "missing.pub"))
@@ -87,6 +94,8 @@ def test_a_bad_number_in_the_environment_is_named(project: Path, setting: str):
         ("RKE_PY_LIBVIRT_DRIVER", "xen", 'RKE_PY_LIBVIRT_DRIVER="xen": use kvm or qemu'),
         ("RKE_PY_INSECURE_REGISTRY", "a b:5000", 'RKE_PY_INSECURE_REGISTRY="a b:5000" is not host:port'),
         ("RKE_PY_POD_NETWORK", "flannel", 'RKE_PY_POD_NETWORK="flannel": use bridge, or leave it unset'),
+        ("RKE_PY_CPUS", "2,x", 'RKE_PY_CPUS="2,x" is not a positive whole number, nor a list of them'),
+        ("RKE_PY_CPUS", "2,", 'RKE_PY_CPUS="2," is not a positive whole number, nor a list of them'),
     ],
 )
 def test_a_bad_setting_is_named(project: Path, setting: str, value: str, message: str):
