@@ -51,6 +51,14 @@ def verbosity() -> Verbosity:
     return found if isinstance(found, Verbosity) else Verbosity()
 
 
+def _not_a_refused_forward(record: logging.LogRecord) -> bool:
+    """paramiko logs each refused port forward at ERROR: every probe of a component not listening yet is
+    one, and the probe's own answer says so. Other refusals (forwarding prohibited) stay in the log."""
+    return not (
+        record.name == "paramiko.transport" and "open FAILED: Connection refused" in record.getMessage()
+    )
+
+
 def setup_logging(log_file: Path | None, *, verbose: bool = False) -> None:
     """Progress to stderr (INFO; DEBUG with --verbose or --debug; ERROR only with --quiet), everything to
     the log file (DEBUG)."""
@@ -80,6 +88,7 @@ def setup_logging(log_file: Path | None, *, verbose: bool = False) -> None:
         file_handler = _PrivateLog(log_file)
         file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
         file_handler.setLevel(logging.DEBUG)
+        file_handler.addFilter(_not_a_refused_forward)
         root.addHandler(file_handler)
         # why an SSH connection dropped (a reset, a failed rekey) is paramiko's to say: in the file only
         quiet.addHandler(file_handler)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import signal
 import socket
 import subprocess
@@ -15,6 +16,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 
 import rke_py.cli as cli_module
+from rke_py.cli import output
 from rke_py.errors import ExitStatus, Terminated
 
 HOLD = """
@@ -162,3 +164,19 @@ def test_an_error_raised_while_a_signal_unwound_the_run_is_reported_as_the_signa
         cli_module.main(["version"])
     assert stopped.value.code == ExitStatus.TERMINATED
     assert capsys.readouterr().err.startswith("terminated (SIGTERM); run the command again")
+
+
+def test_the_log_keeps_why_a_connection_failed_but_not_each_refused_probe(tmp_path: Path):
+    log_file = tmp_path / "cluster.rke-py.log"
+    output.setup_logging(log_file)
+    try:
+        transport = logging.getLogger("paramiko.transport")
+        transport.error("Secsh channel 10 open FAILED: Connection refused: Connect failed")
+        transport.error("Secsh channel 11 open FAILED: Administratively prohibited: open failed")
+        transport.error("Socket exception: Connection reset by peer (104)")
+    finally:
+        output.setup_logging(None)
+    text = log_file.read_text()
+    assert "Connection refused" not in text
+    assert "Administratively prohibited" in text
+    assert "Connection reset by peer" in text
