@@ -68,7 +68,7 @@ class Options:
     ignore_docker_version: bool = False  # as cluster.yml's key of that name
     check_ports: bool = True  # False: --disable-port-check
     update_only: bool = False  # --update-only: a running cluster's hosts are left as they are
-    api_timeout: float = API_PATIENCE  # seconds a Kubernetes API call is asked again while the API is busy
+    api_timeout: float = API_PATIENCE  # seconds a call to a busy Kubernetes API or Docker is asked again
 
 
 class Connector(Protocol):
@@ -106,6 +106,7 @@ class SSHConnector:
             bastion=bastion_target(self.config),
             policy=HostKeyPolicy(options.host_key_policy),
             docker_files=self._docker_files,
+            docker_patience=options.api_timeout,
         )
         self.controlplanes = {n.address: n for n in desired.config.hosts("controlplane")}
 

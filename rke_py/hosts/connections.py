@@ -15,6 +15,7 @@ from rke_py.hosts.host import Host
 from rke_py.hosts.hostkeys import HostKeyPolicy, HostKeyStore
 from rke_py.hosts.keys import KeyLoader
 from rke_py.hosts.ssh import Connection, SSHTarget, connect
+from rke_py.kube.api import API_PATIENCE
 
 
 class Connections:
@@ -29,6 +30,7 @@ class Connections:
         timeout: float = 10,
         keys: KeyLoader | None = None,
         docker_files: Callable[[HostDocker], DockerFiles] | None = None,
+        docker_patience: float = API_PATIENCE,
     ):
         self.host_keys = host_keys
         self.docker_files = docker_files  # how a host whose user is not root writes files
@@ -36,6 +38,7 @@ class Connections:
         self.policy = policy
         self.timeout = timeout
         self.keys = keys
+        self.docker_patience = docker_patience  # how long a busy Docker's repeatable call is asked again
         self.opened = 0  # SSH transports opened (bastion included): one per host per run
         self._conns: dict[str, Connection] = {}
         self._hosts: dict[str, Host] = {}
@@ -75,7 +78,7 @@ class Connections:
         key = f"{target.address}:{target.port}"
         with self._host_lock(f"docker {key}"):
             if key not in self._hosts:
-                docker = docker_client(conn, docker_socket or DEFAULT_SOCKET)
+                docker = docker_client(conn, docker_socket or DEFAULT_SOCKET, patience=self.docker_patience)
                 # root is uid 0: only another user's uid is worth a round trip to ask
                 root = target.user == "root" or conn.run("id -u").stdout.strip() == b"0"
                 files = None if root or self.docker_files is None else self.docker_files(docker)

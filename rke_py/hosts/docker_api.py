@@ -9,6 +9,7 @@ running `docker system dial-stdio`.
 
 from __future__ import annotations
 
+import logging
 import shlex
 import time
 from collections.abc import Callable, Collection, Mapping
@@ -25,9 +26,16 @@ from docker.transport.sshconn import SSHConnection, SSHConnectionPool
 from rke_py.errors import ConnectError
 from rke_py.hosts.base import DockerContainer, DockerError
 from rke_py.hosts.ssh import Connection
+from rke_py.kube.api import API_PATIENCE
 from rke_py.plan.model import ContainerSpec, RunConfig, flags_in_order
 
+log = logging.getLogger("rke_py.hosts")
+
 DEFAULT_SOCKET = "/var/run/docker.sock"
+# Seconds one Docker request may take (RKE's 50). A slow host's Docker (a small or emulated machine that
+# just started a dozen containers) can take longer to start one; a call that is safe to repeat is then
+# asked again for as long as a busy apiserver would be (--api-timeout) before the run fails.
+REQUEST_TIMEOUT = 50
 # OpenSSH's MaxSessions defaults to 10. Streamlocal channels are not sessions, but stay under it anyway;
 # dial-stdio channels are sessions and share the limit with SFTP and commands (see ssh.EXEC_SLOTS).
 STREAMLOCAL_POOL = 9
@@ -164,12 +172,17 @@ class NodeAPIClient(docker.APIClient):
 
 
 def docker_client(
-    conn: Connection, socket_path: str = DEFAULT_SOCKET, *, version: str = "auto", timeout: int = 50
+    conn: Connection,
+    socket_path: str = DEFAULT_SOCKET,
+    *,
+    version: str = "auto",
+    timeout: int = REQUEST_TIMEOUT,
+    patience: float = API_PATIENCE,
 ) -> HostDocker:
     """The Docker API of the node behind `conn`, talking to its `socket_path` (RKE's `docker_socket`).
 
-    `timeout` is the per-request HTTP timeout (RKE uses 50 s). Raises ConnectError, cause first, when
-    the socket cannot be reached.
+    `timeout` is the per-request HTTP timeout, `patience` how long a repeatable call that timed out is asked
+    again. Raises ConnectError, cause first, when the socket cannot be reached.
     """
     socket_path = socket_path or DEFAULT_SOCKET
     user = conn.target.user
@@ -200,7 +213,7 @@ def docker_client(
         )
     except docker.errors.DockerException as e:
         raise ConnectError(conn.host, "docker", socket_problem(socket_path, user, f"{kind}: {e}")) from None
-    return HostDocker(api)
+    return HostDocker(api, patience, conn.host)
 
 
 def _dial_stdio(
@@ -232,10 +245,35 @@ def _dial_stdio(
 class HostDocker:
     """The `Docker` operations over one node's client; docker-py's errors become DockerError."""
 
-    def __init__(self, client: NodeAPIClient):
+    def __init__(self, client: NodeAPIClient, patience: float = API_PATIENCE, host: str = ""):
         self.api = client
+        self.patience = patience
+        self.host = host  # for the log line of a call asked again
 
-    def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any, again: bool = False, **kwargs: Any) -> Any:
+        """`again`: the call may be repeated (reads, and changes that end in the same state), so one that
+        timed out is asked again while the requests' timeouts fit in `patience`."""
+        started, asked = time.monotonic(), 0
+        while True:
+            try:
+                asked += 1
+                return self._once(what, fn, *args, **kwargs)
+            except _TimedOut as e:
+                if not again or (asked + 1) * self.api.timeout > self.patience:
+                    spent = time.monotonic() - started
+                    times = f", asked {asked} times in {spent:.0f} s" if asked > 1 else ""
+                    stuck = "the host, its network or its Docker is stuck"
+                    raise DockerError(
+                        f"{what}: Docker did not answer within {self.api.timeout:g} s ({stuck}{times})"
+                    ) from e.__cause__
+                log.info(
+                    "%s: %s: Docker is busy (no answer in %g s); asking again",
+                    self.host,
+                    what,
+                    self.api.timeout,
+                )
+
+    def _once(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except docker.errors.NotFound as e:
@@ -243,8 +281,7 @@ class HostDocker:
         except DockerError as e:
             raise DockerError(f"{what}: {e}", missing=e.missing, stopped=e.stopped) from e
         except requests.exceptions.Timeout as e:
-            stuck = "the host, its network or its Docker is stuck"
-            raise DockerError(f"{what}: Docker did not answer within {self.api.timeout:g} s ({stuck})") from e
+            raise _TimedOut from e
         except requests.exceptions.ConnectionError as e:
             lost = f"the host, its network or its SSH session was lost; {_last(e)}"
             raise DockerError(f"{what}: the connection to Docker broke before it answered ({lost})") from e
@@ -252,15 +289,15 @@ class HostDocker:
             raise DockerError(f"{what}: {e}") from e
 
     def info(self) -> dict[str, Any]:
-        return self._call("docker info", self.api.info)
+        return self._call("docker info", self.api.info, again=True)
 
     def server_version(self) -> str:
-        server = self.api.server or self._call("docker version", self.api.version)
+        server = self.api.server or self._call("docker version", self.api.version, again=True)
         return str(server.get("Version", ""))
 
     def containers(self, label: str, names: Collection[str] = ()) -> list[DockerContainer]:
         filters = {} if names else {"label": label}  # one list either way; Docker's filters only AND
-        rows = self._call("list containers", self.api.containers, all=True, filters=filters)
+        rows = self._call("list containers", self.api.containers, all=True, filters=filters, again=True)
         found = [
             DockerContainer(
                 name=row["Names"][0].lstrip("/"),
@@ -275,9 +312,11 @@ class HostDocker:
         return [c for c in found if label in c.labels or c.name in names]
 
     def run_config(self, container: str) -> tuple[RunConfig, frozenset[str]]:
-        attrs = self._call(f"inspect {container}", self.api.inspect_container, container)
+        attrs = self._call(f"inspect {container}", self.api.inspect_container, container, again=True)
         config, host = attrs.get("Config") or {}, attrs.get("HostConfig") or {}
-        image = self._call(f"inspect image of {container}", self.api.inspect_image, attrs.get("Image", ""))
+        image = self._call(
+            f"inspect image of {container}", self.api.inspect_image, attrs.get("Image", ""), again=True
+        )
         image_env = frozenset((image.get("Config") or {}).get("Env") or ())
         restart = ((host.get("RestartPolicy") or {}).get("Name")) or ""
         found = RunConfig(
@@ -296,11 +335,13 @@ class HostDocker:
         return found, image_env
 
     def image_tags(self) -> set[str]:
-        images = self._call("list images", self.api.images)
+        images = self._call("list images", self.api.images, again=True)
         return {tag for image in images for tag in image.get("RepoTags") or ()}
 
     def pull(self, image: str, auth: Mapping[str, str] | None) -> None:
-        self._call(f"pull {image}", self.api.pull, image, auth_config=dict(auth) if auth else None)
+        self._call(
+            f"pull {image}", self.api.pull, image, auth_config=dict(auth) if auth else None, again=True
+        )
 
     def create(self, spec: ContainerSpec) -> str:
         host_config = self.api.create_host_config(
@@ -326,23 +367,34 @@ class HostDocker:
         return created["Id"]
 
     def start(self, container: str) -> None:
-        self._call(f"start {container}", self.api.start, container)
+        self._call(f"start {container}", self.api.start, container, again=True)
 
     def stop(self, container: str, timeout: int = 5) -> None:
-        self._call(f"stop {container}", self.api.stop, container, timeout=timeout)
+        self._call(f"stop {container}", self.api.stop, container, timeout=timeout, again=True)
 
     def rename(self, container: str, name: str) -> None:
         self._call(f"rename {container} to {name}", self.api.rename, container, name)
 
     def remove(self, container: str) -> None:
-        self._call(f"remove {container}", self.api.remove_container, container, force=True, v=False)
+        asked: list[None] = []
+
+        def remove_once() -> None:
+            try:
+                self.api.remove_container(container, force=True, v=False)
+            except docker.errors.NotFound:
+                if not asked:  # else the request that timed out removed it
+                    raise
+            finally:
+                asked.append(None)
+
+        self._call(f"remove {container}", remove_once, again=True)
 
     def logs(self, container: str, tail: int) -> list[str]:
-        raw = self._call(f"logs of {container}", self.api.logs, container, tail=tail)
+        raw = self._call(f"logs of {container}", self.api.logs, container, tail=tail, again=True)
         return raw.decode(errors="replace").splitlines()[-tail:]
 
     def never_stopped(self, container: str) -> bool:
-        attrs = self._call(f"inspect {container}", self.api.inspect_container, container)
+        attrs = self._call(f"inspect {container}", self.api.inspect_container, container, again=True)
         state = attrs.get("State") or {}
         return bool(state.get("Running")) and not state.get("Restarting") and not attrs.get("RestartCount")
 
@@ -351,14 +403,14 @@ class HostDocker:
         exec_id = self._call(what, self.api.exec_create, container, argv)["Id"]
         out = self._call(what, self.api.exec_output, exec_id)
         for _ in range(100):  # the stream can end a moment before the daemon records the exit code
-            state = self._call(what, self.api.exec_inspect, exec_id)
+            state = self._call(what, self.api.exec_inspect, exec_id, again=True)
             if not state.get("Running") and state.get("ExitCode") is not None:
                 return int(state["ExitCode"]), out.decode(errors="replace")
             time.sleep(0.05)
         raise DockerError(f"{what}: {argv[0]} did not finish")
 
     def put_archive(self, container: str, path: str, data: bytes) -> None:
-        self._call(f"copy into {container}:{path}", self.api.put_archive, container, path, data)
+        self._call(f"copy into {container}:{path}", self.api.put_archive, container, path, data, again=True)
 
     def wait(self, container: str, timeout: float) -> int:
         """The container's exit code once it stops (DockerError when it runs longer than `timeout`)."""
@@ -372,6 +424,10 @@ class HostDocker:
 
     def close(self) -> None:
         self.api.close()
+
+
+class _TimedOut(Exception):
+    """One Docker request got no answer in time (raised from requests' Timeout)."""
 
 
 def _last(error: BaseException) -> str:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import http.client
+import logging
 from pathlib import Path
 from typing import Any, cast
 
+import docker
 import pytest
 import requests
 import urllib3
@@ -222,6 +224,71 @@ def test_a_connection_cut_while_docker_works_says_so_before_the_transports_words
         "wait etcd-restore: the connection to Docker broke before it answered (the host, its network or its "
         "SSH session was lost; RemoteDisconnected: Remote end closed connection without response)"
     )
+
+
+class _BusyDocker:
+    """As much of docker-py's client as a busy daemon shows: each call gets no answer in time, `busy` times
+    (counted per call), then works; a container is removed by the first request, even one that timed out."""
+
+    timeout = 50
+
+    def __init__(self, busy: int):
+        self.busy, self.asked, self.present = busy, 0, {"kubelet"}
+
+    def _answer(self) -> None:
+        self.asked += 1
+        if self.asked <= self.busy:
+            raise requests.exceptions.ReadTimeout("Read timed out. (read timeout=50)")
+
+    def start(self, container: str) -> None:
+        self._answer()
+
+    def rename(self, container: str, name: str) -> None:
+        self._answer()
+
+    def remove_container(self, container: str, force: bool, v: bool) -> None:
+        if container not in self.present:
+            raise docker.errors.NotFound("No such container")
+        self.present.discard(container)
+        self._answer()
+
+
+def test_a_busy_docker_is_asked_again_while_the_patience_lasts_and_each_retry_is_logged(caplog):
+    busy = _BusyDocker(busy=2)
+    with caplog.at_level(logging.INFO, logger="rke_py.hosts"):
+        HostDocker(cast(NodeAPIClient, busy), 180, "10.0.0.1").start("kubelet")
+    assert busy.asked == 3
+    said = [r.getMessage() for r in caplog.records]
+    assert said == ["10.0.0.1: start kubelet: Docker is busy (no answer in 50 s); asking again"] * 2
+
+
+def test_a_busy_docker_fails_the_call_once_the_patience_is_spent_naming_how_often_it_asked():
+    busy = _BusyDocker(busy=10)
+    with pytest.raises(DockerError) as said:
+        HostDocker(cast(NodeAPIClient, busy), 180, "10.0.0.1").start("kubelet")
+    assert busy.asked == 3  # three requests of 50 s fit in 180 s, a fourth would not
+    assert str(said.value).startswith("start kubelet: Docker did not answer within 50 s (")
+    assert str(said.value).endswith("is stuck, asked 3 times in 0 s)")
+
+
+def test_a_call_that_is_not_safe_to_repeat_or_no_patience_fails_at_the_first_timeout():
+    for patience, call in (
+        (180.0, lambda d: d.rename("kubelet", "old-kubelet")),
+        (0.0, lambda d: d.start("k")),
+    ):
+        busy = _BusyDocker(busy=1)
+        with pytest.raises(DockerError, match="Docker did not answer within 50 s"):
+            call(HostDocker(cast(NodeAPIClient, busy), patience))
+        assert busy.asked == 1
+
+
+def test_a_remove_whose_first_request_timed_out_after_removing_is_done():
+    busy = _BusyDocker(busy=1)
+    HostDocker(cast(NodeAPIClient, busy), 180).remove("kubelet")
+    assert busy.present == set()
+    with pytest.raises(DockerError) as said:  # a container that never was is still an error
+        HostDocker(cast(NodeAPIClient, _BusyDocker(busy=0))).remove("etcd")
+    assert said.value.missing
 
 
 class _Transport:
