@@ -63,6 +63,7 @@ class Applier:
     api: Callable[[], KubeAPI]
     registry: tuple[Component, ...] = REGISTRY
     concurrency: int = DEFAULT_CONCURRENCY
+    busy_patience: float = 0  # seconds a component that is plainly starting may take, if longer than its own
     slots: threading.BoundedSemaphore = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -262,7 +263,7 @@ class Applier:
             except DockerError:
                 return False
 
-        ok, detail = wait_healthy(target.host, spec.health, self.bundle, starting)
+        ok, detail = wait_healthy(target.host, spec.health, self.bundle, starting, self.busy_patience)
         if not ok:
             raise ApplyError(
                 target.address,

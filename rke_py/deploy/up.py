@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -18,7 +19,7 @@ from rke_py.addons import DNS_ADDONS, DNS_DEPLOYMENTS
 from rke_py.config.schema import ClusterConfig, Node
 from rke_py.deploy import actions as a
 from rke_py.deploy import belonging, clusterstate, rolling
-from rke_py.deploy.apply import Applier, Target
+from rke_py.deploy.apply import PULLS_AT_ONCE, STARTING, Applier, Target
 from rke_py.deploy.desired import Desired, prepare
 from rke_py.deploy.handover import available
 from rke_py.deploy.nodesync import node_actions
@@ -195,42 +196,85 @@ class Preflight(Phase):
 
 class PrepareHosts(Phase):
     """Every host removes what it no longer runs, writes its files and pulls its images, in the background:
-    each plane waits only for its own hosts, so workers pull while etcd and the control plane start."""
+    each plane waits only for its own hosts' files and the images its containers there run, so etcd starts
+    while the control plane's images still arrive, and workers pull while etcd and the control plane start.
+    A host pulls in the order its planes start, PULLS_AT_ONCE at a time."""
 
     key, title = "prepare", "preparing hosts: removing what they no longer run, writing files, pulling images"
 
     def __init__(self, run: Run):
         self.r = run
         self.pool: ThreadPoolExecutor | None = None
-        self.futures: dict[str, Future[None]] = {}
+        self.written: dict[str, Future[None]] = {}  # a host's cleanup and files
+        self.pulled: dict[str, dict[str, Future[None]]] = {}  # a host's pulls, by image
 
     def planned(self) -> Sequence[a.Action]:
         return [x for key in HOST_PREPARATION for x in self.r.in_phase(key)]
 
     def run(self) -> None:
         nodes = self.r.reachable
+        for node in nodes:
+            self.written[node.address] = Future()
+            self.pulled[node.address] = {p.image: Future() for p in self._pulls(node)}
         self.pool = ThreadPoolExecutor(max_workers=max(1, min(self.r.options.concurrency, len(nodes))))
         for node in nodes:
-            self.futures[node.address] = self.pool.submit(self._host, node)
+            self.pool.submit(self._host, node)
+
+    def _pulls(self, node: Node) -> list[a.PullImage]:
+        return [x for x in self.r.in_phase("images", [node]) if isinstance(x, a.PullImage)]
 
     def _host(self, node: Node) -> None:
         target = self.r.session.targets[node.address]
-        todo = self.r.in_phase("files", [node])
-        if todo:
-            log.info("%s: writing %d files (certificates, kubeconfigs, configs)", node.address, len(todo))
-        for key in HOST_PREPARATION:
-            self.r.applier.execute_all(self.r.in_phase(key, [node]), target)
+        pulled = self.pulled[node.address]
+        try:
+            todo = self.r.in_phase("files", [node])
+            if todo:
+                log.info("%s: writing %d files (certificates, kubeconfigs, configs)", node.address, len(todo))
+            for key in ("cleanup", "files"):
+                self.r.applier.execute_all(self.r.in_phase(key, [node]), target)
+        except Exception as exc:  # the planes waiting for this host raise it
+            for future in (self.written[node.address], *pulled.values()):
+                future.set_exception(exc)
+            return
+        self.written[node.address].set_result(None)
+        with ThreadPoolExecutor(max_workers=PULLS_AT_ONCE) as pulls:
+            for action in self._pulls(node):
+                done = pulls.submit(self.r.applier.execute, action, target)
+                done.add_done_callback(functools.partial(_handed_on, pulled[action.image]))
 
-    def ready(self, nodes: Sequence[Node]) -> None:
-        """Wait until `nodes` are prepared; raise every failure among them at once."""
+    def ready(self, nodes: Sequence[Node], plane: str | None = None) -> None:
+        """Wait until `nodes` have their files, and the images `plane`'s containers on them run; raise every
+        failure among them at once."""
         errors = []
         for node in nodes:
-            future = self.futures.get(node.address)
+            pulled = self.pulled.get(node.address, {})
+            starts = self.r.in_phase(plane, [node]) if plane else []
+            images = {x.spec.image for x in starts if isinstance(x, STARTING)}
+            waits = [self.written.get(node.address), *(pulled[i] for i in sorted(images) if i in pulled)]
             try:
-                if future is not None:
-                    future.result()
+                for future in waits:
+                    if future is not None:
+                        future.result()
             except HostError as exc:
                 errors.append(exc)
+        if errors:
+            raise combined(errors, type(errors[0]))
+
+    def finished(self) -> bool:
+        every = [*self.written.values(), *(f for pulls in self.pulled.values() for f in pulls.values())]
+        return all(f.done() and f.exception() is None for f in every)
+
+    def all_ready(self) -> None:
+        """Every host's files and every pull, as the state's record that the hosts match needs."""
+        self.ready(self.r.reachable)
+        errors = []
+        for pulls in self.pulled.values():
+            for future in pulls.values():
+                try:
+                    future.result()
+                except HostError as exc:
+                    errors.append(exc)
+                    break
         if errors:
             raise combined(errors, type(errors[0]))
 
@@ -239,9 +283,19 @@ class PrepareHosts(Phase):
             self.pool.shutdown(wait=True, cancel_futures=True)
 
 
+def _handed_on(to: Future[None], done: Future[None]) -> None:
+    """`done`'s outcome passed on to the future a plane waits for."""
+    exc = done.exception()
+    if exc is None:
+        to.set_result(None)
+    else:
+        to.set_exception(exc)
+
+
 class HostsPrepared(Phase):
     """Every host's preparation over, and without a failure, before the state may say the hosts match:
-    a host whose only change was its files is waited for by no plane."""
+    a host whose only change was its files, or an image no container of this run needs, is waited for by
+    no plane."""
 
     key, title = "prepared", "waiting for the hosts still writing files or pulling images"
 
@@ -250,10 +304,10 @@ class HostsPrepared(Phase):
         self.prepared = prepared
 
     def has_work(self) -> bool:
-        return any(not f.done() or f.exception() is not None for f in self.prepared.futures.values())
+        return not self.prepared.finished()
 
     def run(self) -> None:
-        self.prepared.ready(self.r.reachable)
+        self.prepared.all_ready()
 
 
 class EtcdPlane(Phase):
@@ -275,7 +329,7 @@ class EtcdPlane(Phase):
     def run(self) -> None:
         r = self.r
         nodes = r.config.hosts("etcd")
-        self.prepared.ready(nodes)
+        self.prepared.ready(nodes, self.key)
         targets = r.session.targets
         via = next((targets[n.address] for n in nodes if "etcd" in targets[n.address].facts.containers), None)
         for node in [
@@ -326,7 +380,7 @@ class Plane(Phase):
     def run(self) -> None:
         """Batch by batch (`rolling.schedule`): a batch's hosts in parallel, each batch healthy (and its
         Nodes Ready and uncordoned) before the next starts."""
-        self.prepared.ready(self.nodes())
+        self.prepared.ready(self.nodes(), self.key)
         batches = self.r.batches.get(self.key, [])
         for index, batch in enumerate(batches, 1):
             if batch.rolling:
@@ -629,7 +683,12 @@ class UpResult:
 def _run(desired: Desired, options: Options, connector: Connector | None) -> tuple[Run, Session]:
     session = Session(desired, options, connector)
     applier = Applier(
-        desired.bundle, pull_auth(desired.config), session.kube_api, desired.registry, options.concurrency
+        desired.bundle,
+        pull_auth(desired.config),
+        session.kube_api,
+        desired.registry,
+        options.concurrency,
+        busy_patience=options.api_timeout,
     )
     return Run(desired, options, session, applier), session
 

@@ -23,8 +23,10 @@ POLL_CAP = 1.0
 FAST_PERIOD = 30.0
 # A component that answers but is not ready yet, or whose container runs and has never been restarted, is
 # starting, not failing: on a slow host (a VM under software emulation) the apiserver's start-up hooks
-# alone, and a kubelet's start, took longer than RKE's 50 s. It gets this many times the check's patience;
-# one that neither answers nor runs unrestarted (it crashed) fails after the check's own.
+# alone, and a kubelet's start, took longer than RKE's 50 s. It gets this many times the check's patience,
+# or the run's patience with a busy host (--api-timeout) when that is longer: an emulated apiserver's
+# bootstrap roles took past 200 s. One that neither answers nor runs unrestarted (it crashed) fails after
+# the check's own.
 STARTING_PATIENCE = 4
 
 
@@ -66,25 +68,31 @@ def _probe(conn, check: HealthCheck, bundle: Mapping[str, CertKeyPair]) -> tuple
 
 
 def wait_healthy(
-    conn, check: HealthCheck, bundle: Mapping[str, CertKeyPair], starting: Callable[[], bool] = lambda: False
+    conn,
+    check: HealthCheck,
+    bundle: Mapping[str, CertKeyPair],
+    starting: Callable[[], bool] = lambda: False,
+    busy_patience: float = 0,
 ) -> tuple[bool, str]:
     """Probe until healthy or the check's patience (retries times interval, RKE's numbers) runs out;
-    STARTING_PATIENCE times that while the server answers or `starting()` says its container still starts.
+    STARTING_PATIENCE times that, or `busy_patience` seconds if longer, while the server answers or
+    `starting()` says its container still starts.
 
     Most components answer within a second or two, so the first probes follow each other closely: every
     container started one after another on a host waits less.
     """
     started = time.monotonic()
     patience = check.retries * check.interval
+    longest = max(STARTING_PATIENCE * patience, busy_patience)
     pause = FIRST_POLL
     while True:
         ok, detail, answered = _probe(conn, check, bundle)
         now = time.monotonic()
-        if ok or now >= started + STARTING_PATIENCE * patience:
+        if ok or now >= started + longest:
             return ok, detail
         if now >= started + patience and not answered and not starting():
             return ok, detail
         # one probe falls at the end of the check's own patience, where a server that never answered fails
-        end = started + (patience if now < started + patience else STARTING_PATIENCE * patience)
+        end = started + (patience if now < started + patience else longest)
         time.sleep(min(pause, end - now))
         pause = min(pause * POLL_GROWTH, POLL_CAP) if now - started < FAST_PERIOD else check.interval

@@ -563,6 +563,40 @@ def test_a_hosts_images_are_pulled_side_by_side_and_a_failed_pull_names_its_imag
         cluster.up()
 
 
+def test_each_plane_waits_only_for_the_images_its_containers_run(tmp_path):
+    """etcd starts while the control plane's image is still arriving (a new cluster's hyperkube is the
+    long pull), and the control plane waits for it."""
+    cluster = Cluster(tmp_path)
+    docker = cluster.host("10.0.0.1").docker
+    hyperkube = cluster.desired().plan.node("10.0.0.1").container("kube-apiserver").image
+    pulled, events = docker.pull, cluster.world.events
+    arrived = threading.Event()
+
+    def slow_pull(image, auth):
+        if image == hyperkube:
+            arrived.wait(10)  # until etcd runs on every etcd host, or 10 s
+            events.append(f"10.0.0.1 pulled {image}")
+        pulled(image, auth)
+
+    def starting(started):
+        def start(container: str) -> None:
+            started(container)
+            if sum(e.endswith(" start etcd") for e in events) == 3:
+                arrived.set()
+
+        return start
+
+    for address in ("10.0.0.1", "10.0.0.2", "10.0.0.3"):
+        host = cluster.host(address).docker
+        host.start = starting(host.start)  # type: ignore[method-assign]
+    docker.pull = slow_pull
+    cluster.up()
+    mine = [e for e in events if e.startswith("10.0.0.1 ")]
+    assert arrived.is_set(), "etcd waited for the control plane's image"
+    assert mine.index("10.0.0.1 start etcd") < mine.index(f"10.0.0.1 pulled {hyperkube}")
+    assert mine.index(f"10.0.0.1 pulled {hyperkube}") < mine.index("10.0.0.1 create kube-apiserver")
+
+
 def test_components_that_need_only_the_one_before_them_start_together(tmp_path):
     """The scheduler does not wait for the controller manager, nor kube-proxy for the kubelet: on a new
     cluster each wait is seconds. The apiserver is still healthy before either of the first two starts."""

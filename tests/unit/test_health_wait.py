@@ -69,6 +69,20 @@ def test_the_longer_wait_has_an_end(clock: Clock):
     )
 
 
+def test_a_run_patient_with_busy_hosts_gives_a_starting_server_as_long(clock: Clock):
+    # An emulated apiserver whose bootstrap roles take 380 s, under `up --api-timeout 600`.
+    ok, detail = health.wait_healthy(Node(clock, ready_at=380), CHECK, {}, busy_patience=600)
+    assert ok, detail
+    assert 380 <= clock.now < 390
+    ok, _ = health.wait_healthy(Node(clock, ready_at=None), CHECK, {}, busy_patience=600)
+    assert not ok
+    assert clock.now == pytest.approx(380 + 600, abs=1)
+    start = clock.now  # a crashed one still fails after RKE's 50 s
+    ok, _ = health.wait_healthy(Node(clock, ready_at=None, refuse=True), CHECK, {}, busy_patience=600)
+    assert not ok
+    assert clock.now - start == pytest.approx(50)
+
+
 def test_a_server_that_never_answers_and_is_not_starting_fails_after_rkes_patience(clock: Clock):
     # Its container crashed (or is gone): `starting` says no, as it does by default.
     ok, detail = health.wait_healthy(Node(clock, ready_at=None, refuse=True), CHECK, {})
