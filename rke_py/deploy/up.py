@@ -247,18 +247,20 @@ class PrepareHosts(Phase):
         failure among them at once."""
         errors = []
         for node in nodes:
-            pulled = self.pulled.get(node.address, {})
-            starts = self.r.in_phase(plane, [node]) if plane else []
-            images = {x.spec.image for x in starts if isinstance(x, STARTING)}
-            waits = [self.written.get(node.address), *(pulled[i] for i in sorted(images) if i in pulled)]
             try:
-                for future in waits:
-                    if future is not None:
-                        future.result()
+                self.ready_for(node, self.r.in_phase(plane, [node]) if plane else [])
             except HostError as exc:
                 errors.append(exc)
         if errors:
             raise combined(errors, type(errors[0]))
+
+    def ready_for(self, node: Node, actions: Sequence[a.HostAction]) -> None:
+        """Wait until `node` has its files and the images `actions` start containers of."""
+        pulled = self.pulled.get(node.address, {})
+        images = sorted({x.spec.image for x in actions if isinstance(x, STARTING)} & pulled.keys())
+        for future in [self.written.get(node.address), *(pulled[i] for i in images)]:
+            if future is not None:
+                future.result()
 
     def finished(self) -> bool:
         every = [*self.written.values(), *(f for pulls in self.pulled.values() for f in pulls.values())]
@@ -293,21 +295,23 @@ def _handed_on(to: Future[None], done: Future[None]) -> None:
 
 
 class HostsPrepared(Phase):
-    """Every host's preparation over, and without a failure, before the state may say the hosts match:
-    a host whose only change was its files, or an image no container of this run needs, is waited for by
-    no plane."""
+    """What hosts did beside the planes over, and without a failure, before the state may say the hosts
+    match: a host whose only change was its files, an image no container of this run needs, or the
+    recurring snapshots' containers are waited for by no plane."""
 
-    key, title = "prepared", "waiting for the hosts still writing files or pulling images"
+    key, title = "prepared", "waiting for the hosts still writing files, pulling images or starting snapshots"
 
-    def __init__(self, run: Run, prepared: PrepareHosts):
+    def __init__(self, run: Run, prepared: PrepareHosts, etcd: EtcdPlane):
         self.r = run
         self.prepared = prepared
+        self.etcd = etcd
 
     def has_work(self) -> bool:
-        return not self.prepared.finished()
+        return not (self.prepared.finished() and self.etcd.finished())
 
     def run(self) -> None:
         self.prepared.all_ready()
+        self.etcd.finish()
 
 
 class EtcdPlane(Phase):
@@ -315,13 +319,17 @@ class EtcdPlane(Phase):
     before the next is touched; new members are started together (a new cluster has no quorum until
     most of them run) and checked at the end. With a new CA every member is replaced together, as RKE
     does: a member with the new CA and one with the old refuse each other, so one at a time never has
-    quorum."""
+    quorum. Each member starts as soon as its host has etcd's image. The recurring snapshots' containers
+    (rke-tools, often still arriving) start beside the planes after it, once their image is there: nothing
+    waits for them but the state's record that the hosts match (`finish`)."""
 
     key, title = "etcd", "etcd plane, one member at a time"
 
     def __init__(self, run: Run, prepared: PrepareHosts):
         self.r = run
         self.prepared = prepared
+        self.pool: ThreadPoolExecutor | None = None
+        self.beside: Future[object] | None = None
 
     def planned(self) -> Sequence[a.Action]:
         return self.r.in_phase("etcd")
@@ -329,7 +337,7 @@ class EtcdPlane(Phase):
     def run(self) -> None:
         r = self.r
         nodes = r.config.hosts("etcd")
-        self.prepared.ready(nodes, self.key)
+        self.prepared.ready(nodes)  # every member's certificates before membership changes
         targets = r.session.targets
         via = next((targets[n.address] for n in nodes if "etcd" in targets[n.address].facts.containers), None)
         for node in [
@@ -339,15 +347,41 @@ class EtcdPlane(Phase):
             for action in r.host_actions[node.address]:
                 if isinstance(action, a.RemoveMember | a.AddMember) and via is not None:
                     r.applier.execute(action, via)
-        for node in nodes:
-            for action in r.host_actions[node.address]:
-                if action.phase == "etcd" and not isinstance(action, a.AddMember | a.RemoveMember):
-                    wait = not isinstance(action, a.CreateContainer) and not r.desired.new_ca
-                    r.applier.execute(action, targets[node.address], wait=wait)
+        changes = [
+            (node, action)
+            for node in nodes
+            for action in r.host_actions[node.address]
+            if action.phase == "etcd" and not isinstance(action, a.AddMember | a.RemoveMember)
+        ]
+        members = [change for change in changes if change[1].target == "etcd"]
+        together = r.desired.new_ca or all(isinstance(x, a.CreateContainer) for _, x in members)
+
+        def change(node_action: tuple[Node, a.HostAction]) -> None:
+            node, action = node_action
+            self.prepared.ready_for(node, [action])
+            wait = not isinstance(action, a.CreateContainer) and not r.desired.new_ca
+            r.applier.execute(action, targets[node.address], wait=wait)
+
+        for_all(members, change, r.options.concurrency if together else 1)
+        others = [c for c in changes if c[1].target != "etcd"]
+        if others:
+            self.pool = ThreadPoolExecutor(max_workers=1)
+            self.beside = self.pool.submit(for_all, others, change, r.options.concurrency)
         for node in nodes:
             spec = r.desired.plan.node(node.address).container("etcd")
             if spec is not None:
                 r.applier.wait_for(targets[node.address], spec)
+
+    def finished(self) -> bool:
+        return self.beside is None or (self.beside.done() and self.beside.exception() is None)
+
+    def finish(self) -> None:
+        if self.beside is not None:
+            self.beside.result()
+
+    def cleanup(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
 
 
 class Plane(Phase):
@@ -644,20 +678,21 @@ def skipped_targets(nodes: Sequence[Node]) -> set[str]:
 
 def up_phases(run: Run) -> list[Phase]:
     prepared = PrepareHosts(run)
+    etcd = EtcdPlane(run, prepared)
     control, worker = (Plane(run, prepared, key) for key in PLANES[1:])
     return [
         Connect(run),
         Preflight(run),
         SaveState(run, current=False),
         prepared,
-        EtcdPlane(run, prepared),
+        etcd,
         control,
         Kubeconfig(run),
         ApplyObjects(run),
         # before the current state says the cluster encrypts: a killed run rewrites again
         AsPlanned(run, "secrets", "rewriting every Secret under the encryption config"),
         worker,
-        HostsPrepared(run, prepared),
+        HostsPrepared(run, prepared, etcd),
         AsPlanned(run, "pods", "restarting the add-ons' pods (a new CA, a restored snapshot)"),
         RemovedHosts(run),
         SaveState(run, current=True),
