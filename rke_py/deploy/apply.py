@@ -34,7 +34,7 @@ from rke_py.verify.health import wait_healthy
 log = logging.getLogger("rke_py.deploy")
 NODE_READY_TIMEOUT = 120  # seconds a Node has to be Ready again after its kubelet was replaced
 OBJECT_GONE_TIMEOUT = 60  # seconds an object deleted to be created anew has to be gone
-PULLS_AT_ONCE = 2  # a host's images pulled side by side (each pull fetches its layers three at a time)
+PULLS_AT_ONCE = 4  # a host's images pulled side by side (each pull fetches its layers three at a time)
 # "Error: ..." (cobra), klog's E/F lines, logrus' level=error/fatal
 ERROR_LINE = re.compile(r"^(Error:|[EF]\d{4} |.*\blevel=(error|fatal)\b)")
 

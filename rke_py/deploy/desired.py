@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,14 @@ from rke_py.plan import build_plan, encryption
 from rke_py.plan.components import REGISTRY, Component
 from rke_py.plan.model import ClusterPlan
 from rke_py.plan.rbac import rbac_objects
-from rke_py.state import ClusterState, nodes_from_rke_json, read_state, recorded_images, state_path_for
+from rke_py.state import (
+    ClusterState,
+    nodes_from_rke_json,
+    read_state,
+    recorded_images,
+    rke_config_json,
+    state_path_for,
+)
 
 
 @dataclass
@@ -40,6 +48,11 @@ class Desired:
     addons: list[Addon] = field(default_factory=list)  # applied once the nodes are there, in order
     rewrite_secrets: bool = False  # the apiservers get an encryption config the cluster did not run with
     encryption_staged: bool = False  # that config is the first of two stages: up runs again for the second
+
+    @functools.cached_property
+    def rke_config(self) -> dict[str, Any]:
+        """cluster.yml as the state records it, converted once: `up` saves the state twice."""
+        return rke_config_json(self.config)
 
     @property
     def new_ca(self) -> bool:

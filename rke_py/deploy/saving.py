@@ -8,14 +8,14 @@ from rke_py.deploy.desired import Desired
 from rke_py.files import set_aside, write_private_file
 from rke_py.pki.bundle import Bundle
 from rke_py.pki.kubeconfig import admin_kubeconfig, default_server
-from rke_py.state import State, StateError, kubeconfig_path_for, rke_config_json, state_path_for, write_state
+from rke_py.state import State, StateError, kubeconfig_path_for, state_path_for, write_state
 
 
 def save_state(desired: Desired, *, current: bool) -> Path:
     """The desired state always; the current state too once the hosts match it."""
     state = desired.state
     encryption = desired.config.encryption_provider or ""
-    state.desired = State(rke_config_json(desired.config), dict(desired.bundle), encryption)
+    state.desired = State(desired.rke_config, dict(desired.bundle), encryption)
     if current:
         state.current = State(state.desired.rke_config, dict(desired.bundle), encryption)
         state.etcd_members_added = sorted(desired.joined)

@@ -12,7 +12,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from rke_py.addons import DNS_ADDONS, DNS_DEPLOYMENTS
@@ -197,8 +197,10 @@ class Preflight(Phase):
 class PrepareHosts(Phase):
     """Every host removes what it no longer runs, writes its files and pulls its images, in the background:
     each plane waits only for its own hosts' files and the images its containers there run, so etcd starts
-    while the control plane's images still arrive, and workers pull while etcd and the control plane start.
-    A host pulls in the order its planes start, PULLS_AT_ONCE at a time."""
+    while the control plane's images still arrive. A host pulls PULLS_AT_ONCE images at a time; a host
+    with neither etcd nor the control plane to start begins its pulls once the hosts that have are done
+    with theirs: the planes go one after another, and a worker's pull would only slow theirs down where
+    hosts share a registry's bandwidth (or, in a lab, the same cores)."""
 
     key, title = "prepare", "preparing hosts: removing what they no longer run, writing files, pulling images"
 
@@ -217,13 +219,19 @@ class PrepareHosts(Phase):
             self.written[node.address] = Future()
             self.pulled[node.address] = {p.image: Future() for p in self._pulls(node)}
         self.pool = ThreadPoolExecutor(max_workers=max(1, min(self.r.options.concurrency, len(nodes))))
-        for node in nodes:
-            self.pool.submit(self._host, node)
+        first = [n for n in nodes if self._leads(n)]
+        # the hosts the others wait for go first: a worker never holds a thread one of them needs
+        for node in [*first, *(n for n in nodes if not self._leads(n))]:
+            self.pool.submit(self._host, node, [] if self._leads(node) else first)
+
+    def _leads(self, node: Node) -> bool:
+        plan = self.r.desired.plan.node(node.address)
+        return bool(plan.in_plane("etcd") or plan.in_plane("control"))
 
     def _pulls(self, node: Node) -> list[a.PullImage]:
         return [x for x in self.r.in_phase("images", [node]) if isinstance(x, a.PullImage)]
 
-    def _host(self, node: Node) -> None:
+    def _host(self, node: Node, after: Sequence[Node]) -> None:
         target = self.r.session.targets[node.address]
         pulled = self.pulled[node.address]
         try:
@@ -237,6 +245,8 @@ class PrepareHosts(Phase):
                 future.set_exception(exc)
             return
         self.written[node.address].set_result(None)
+        if pulled and after:
+            wait([f for n in after for f in self.pulled[n.address].values()])  # their failures are theirs
         with ThreadPoolExecutor(max_workers=PULLS_AT_ONCE) as pulls:
             for action in self._pulls(node):
                 done = pulls.submit(self.r.applier.execute, action, target)
