@@ -13,6 +13,8 @@ import hashlib
 import json
 from dataclasses import dataclass, field, fields
 
+import orjson
+
 NAME_LABEL = "io.rancher.rke.container.name"  # RKE's own label, kept so RKE tooling recognises the containers
 HASH_LABEL = "io.rke-py.spec-hash"
 MANAGED_LABEL = "io.rke-py.managed"
@@ -109,8 +111,8 @@ class ContainerSpec:
         (how it is checked, `health`, does not change what runs). Kept once made: the spec is frozen."""
         known: str | None = self.__dict__.get("_hash")
         if known is None:
-            blob = _SPEC_JSON.encode({name: self.__dict__[name] for name in _hashed_fields()})
-            known = hashlib.sha256(blob.encode()).hexdigest()[:32]
+            blob = spec_json({name: self.__dict__[name] for name in _hashed_fields()})
+            known = hashlib.sha256(blob).hexdigest()[:32]
             object.__setattr__(self, "_hash", known)
         return known
 
@@ -136,6 +138,20 @@ class ContainerSpec:
 
 
 _SPEC_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+
+
+def spec_json(values: dict[str, object]) -> bytes:
+    """The bytes a spec hash is taken over: json's compact, key-sorted, ASCII-escaped encoding of a spec's
+    fields (strings, tuples of strings, booleans), which every label on a running container was made from.
+    orjson writes the same bytes ten times faster wherever the text is printable ASCII; json itself writes
+    what orjson would not escape as json does."""
+    try:
+        blob = orjson.dumps(values, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # what orjson does not take (an integer past 64 bits)
+        blob = b"\x7f"
+    if not blob.isascii() or b"\x7f" in blob:
+        blob = _SPEC_JSON.encode(values).encode()
+    return blob
 
 
 @functools.cache

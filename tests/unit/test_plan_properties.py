@@ -9,11 +9,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import json
 import textwrap
 from functools import cache
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rke_py import plan as plan_pkg
 from rke_py.config import load, load_text
@@ -21,7 +24,7 @@ from rke_py.config.schema import ClusterConfig, Node
 from rke_py.pki.bundle import Bundle, build_bundle
 from rke_py.pki.certs import make_ca, make_signed
 from rke_py.plan import build_plan, kubelet
-from rke_py.plan.model import ClusterPlan, ContainerSpec, NodePlan
+from rke_py.plan.model import ClusterPlan, ContainerSpec, NodePlan, spec_json
 from rke_py.plan.nginx_proxy import CONF_DIR
 from tests.cases import fixture_cases
 
@@ -645,3 +648,13 @@ def test_a_new_sidekick_replaces_the_containers_that_take_its_volume() -> None:
     changed = {c.name for c in after.containers if c.spec_hash() != container(before, c.name).spec_hash()}
     users = {c.name for c in after.containers if "service-sidekick" in c.volumes_from}
     assert users and changed == {"service-sidekick", *users}
+
+
+# what a ContainerSpec's hashed fields hold: strings, tuples of strings, booleans (and None, integers)
+_VALUES = st.none() | st.booleans() | st.integers() | st.text() | st.lists(st.text(), max_size=6).map(tuple)
+
+
+@given(st.dictionaries(st.text(), _VALUES, max_size=6))
+def test_spec_hashes_are_taken_over_the_bytes_every_running_containers_label_was_made_from(values):
+    """A faster encoder must not change one hash: each would replace a container on every host."""
+    assert spec_json(values) == json.dumps(values, sort_keys=True, separators=(",", ":")).encode()
