@@ -117,17 +117,33 @@ class CriticalPath:
             future._floor_finished = finished  # type: ignore[attr-defined]
             return future
 
-        def tracked_result(future: Future[Any], timeout: float | None = None) -> Any:
-            try:
-                return result(future, timeout)
-            finally:
-                started = time.thread_time()
-                if future.done() and hasattr(future, "_floor_finished"):
-                    path._reach(future._floor_finished[0])
-                path.charge(started)
+        def tracked(wait: Callable[..., Any]) -> Callable[..., Any]:
+            def waited(future: Future[Any], timeout: float | None = None) -> Any:
+                try:
+                    return wait(future, timeout)
+                finally:
+                    started = time.thread_time()
+                    if future.done() and hasattr(future, "_floor_finished"):
+                        path._reach(future._floor_finished[0])
+                    path.charge(started)
+
+            return waited
+
+        def stamped(setter: Callable[..., Any]) -> Callable[..., Any]:
+            """A future rke-py sets itself carries the clock of the thread that set it."""
+
+            def set(future: Future[Any], value: Any) -> Any:
+                if not hasattr(future, "_floor_finished"):
+                    future._floor_finished = [path.now()]  # type: ignore[attr-defined]
+                return setter(future, value)
+
+            return set
 
         ThreadPoolExecutor.submit = tracked_submit  # type: ignore[method-assign]
-        Future.result = tracked_result  # type: ignore[method-assign]
+        Future.result = tracked(result)  # type: ignore[method-assign]
+        Future.exception = tracked(Future.exception)  # type: ignore[method-assign]
+        Future.set_result = stamped(Future.set_result)  # type: ignore[method-assign]
+        Future.set_exception = stamped(Future.set_exception)  # type: ignore[method-assign]
 
 
 @dataclass

@@ -12,7 +12,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from rke_py.addons import DNS_ADDONS, DNS_DEPLOYMENTS
@@ -246,7 +246,8 @@ class PrepareHosts(Phase):
             return
         self.written[node.address].set_result(None)
         if pulled and after:
-            wait([f for n in after for f in self.pulled[n.address].values()])  # their failures are theirs
+            for future in [f for n in after for f in self.pulled[n.address].values()]:
+                future.exception()  # waits; a failure is its own host's
         with ThreadPoolExecutor(max_workers=PULLS_AT_ONCE) as pulls:
             for action in self._pulls(node):
                 done = pulls.submit(self.r.applier.execute, action, target)
