@@ -149,10 +149,10 @@ class NodeAPIClient(docker.APIClient):
             stream.channel.close()
             response.close()
 
-    def __init__(self, adapter: _ChannelAdapter, *, transport_kind: str, version: str, timeout: int):
+    def __init__(self, adapter: _ChannelAdapter, *, transport_kind: str, timeout: int):
         # Built as a local-socket client with a fixed version so that nothing is contacted yet, then
-        # re-pointed at our adapter; only then is the version negotiated. The attributes set here are
-        # docker-py's own, untyped in its stubs.
+        # re-pointed at our adapter; the version is negotiated by `HostDocker.negotiate`. The attributes
+        # set here are docker-py's own, untyped in its stubs.
         super().__init__(
             base_url="http+unix:///nonexistent", version=MINIMUM_DOCKER_API_VERSION, timeout=timeout
         )
@@ -162,13 +162,9 @@ class NodeAPIClient(docker.APIClient):
         self.mount("http+docker://", adapter)
         self.base_url = _BASE_URL
         self.transport_kind = transport_kind  # "streamlocal" or "dial-stdio"
-        if version == "auto":  # as docker-py negotiates, keeping the answer
-            try:
-                self.server = self.version(api_version=False)
-                version = self.server["ApiVersion"]
-            except Exception as e:
-                raise docker.errors.DockerException(f"Error while fetching server API version: {e}") from e
-        inner._version = version
+
+    def use_version(self, version: str) -> None:
+        cast(Any, self)._version = version
 
 
 def docker_client(
@@ -204,16 +200,13 @@ def docker_client(
         kind, size, open_channel = "dial-stdio", DIAL_STDIO_POOL, _dial_stdio(conn, socket_path, e, timeout)
     except paramiko.SSHException as e:
         raise ConnectError(conn.host, "docker", socket_problem(socket_path, user, str(e))) from None
+    api = NodeAPIClient(_ChannelAdapter(open_channel, timeout, size), transport_kind=kind, timeout=timeout)
+    host = HostDocker(api, patience, conn.host)
     try:
-        api = NodeAPIClient(
-            _ChannelAdapter(open_channel, timeout, size),
-            transport_kind=kind,
-            version=version,
-            timeout=timeout,
-        )
-    except docker.errors.DockerException as e:
+        host.negotiate(version)
+    except DockerError as e:
         raise ConnectError(conn.host, "docker", socket_problem(socket_path, user, f"{kind}: {e}")) from None
-    return HostDocker(api, patience, conn.host)
+    return host
 
 
 def _dial_stdio(
@@ -287,6 +280,14 @@ class HostDocker:
             raise DockerError(f"{what}: the connection to Docker broke before it answered ({lost})") from e
         except (docker.errors.DockerException, OSError, paramiko.SSHException) as e:
             raise DockerError(f"{what}: {e}") from e
+
+    def negotiate(self, version: str) -> None:
+        """The API version to speak: `version`, or with "auto" the daemon's own, as docker-py negotiates;
+        the answer is kept, since it also says the Docker version."""
+        if version == "auto":
+            self.api.server = self._call("docker version", self.api.version, api_version=False, again=True)
+            version = self.api.server["ApiVersion"]
+        self.api.use_version(version)
 
     def info(self) -> dict[str, Any]:
         return self._call("docker info", self.api.info, again=True)

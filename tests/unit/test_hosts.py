@@ -231,6 +231,7 @@ class _BusyDocker:
     (counted per call), then works; a container is removed by the first request, even one that timed out."""
 
     timeout = 50
+    server: dict[str, str] | None = None
 
     def __init__(self, busy: int):
         self.busy, self.asked, self.present = busy, 0, {"kubelet"}
@@ -242,6 +243,13 @@ class _BusyDocker:
 
     def start(self, container: str) -> None:
         self._answer()
+
+    def version(self, api_version: bool = True) -> dict[str, str]:
+        self._answer()
+        return {"ApiVersion": "1.41", "Version": "20.10.24"}
+
+    def use_version(self, version: str) -> None:
+        self.spoken = version
 
     def rename(self, container: str, name: str) -> None:
         self._answer()
@@ -260,6 +268,13 @@ def test_a_busy_docker_is_asked_again_while_the_patience_lasts_and_each_retry_is
     assert busy.asked == 3
     said = [r.getMessage() for r in caplog.records]
     assert said == ["10.0.0.1: start kubelet: Docker is busy (no answer in 50 s); asking again"] * 2
+
+
+def test_a_docker_too_busy_to_say_its_version_at_connect_is_asked_again():
+    busy = _BusyDocker(busy=1)
+    docker = HostDocker(cast(NodeAPIClient, busy), 180, "10.0.0.1")
+    docker.negotiate("auto")
+    assert (busy.asked, busy.spoken, docker.server_version()) == (2, "1.41", "20.10.24")
 
 
 def test_a_busy_docker_fails_the_call_once_the_patience_is_spent_naming_how_often_it_asked():
