@@ -317,6 +317,26 @@ def test_an_apiserver_too_busy_to_answer_for_longer_than_one_request(single, cas
     converged(single)
 
 
+def test_a_docker_frozen_past_one_request_is_asked_again_and_remove_finishes(single):
+    """A slow host's Docker gives no answer for longer than one request may take (dockerd stopped for 60 s
+    as `remove` begins its work): the calls are asked again, each retry logged, and `remove` finishes,
+    where before it failed on the first. The next `up` builds the cluster again."""
+
+    def freeze(proc: subprocess.Popen[str]) -> None:
+        host_exec(single, 0, "kill -STOP $(cat /run/docker.pid)")
+        thawed = time.monotonic() + 60
+        while time.monotonic() < thawed and proc.poll() is None:
+            time.sleep(0.5)
+        host_exec(single, 0, "kill -CONT $(cat /run/docker.pid)")
+
+    code, stderr = up_until(single, "removing containers and files from every host", freeze, "--force",
+                            command="remove")  # fmt: skip
+    assert code == 0, stderr[-3000:]
+    assert "Docker is busy (no answer in 50 s); asking again" in stderr, stderr[-3000:]
+    assert not host_exec(single, 0, "docker ps -aq --filter label=io.rancher.rke.container.name").split()
+    converged(single)
+
+
 # What happens to a host in the middle of a run (each returns the undo, once the run ended)
 
 
