@@ -11,7 +11,7 @@ import datetime as dt
 import functools
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -253,13 +253,17 @@ class PrepareHosts(Phase):
                 done = pulls.submit(self.r.applier.execute, action, target)
                 done.add_done_callback(functools.partial(_handed_on, pulled[action.image]))
 
-    def ready(self, nodes: Sequence[Node], plane: str | None = None) -> None:
-        """Wait until `nodes` have their files, and the images `plane`'s containers on them run; raise every
-        failure among them at once."""
+    def ready(self, nodes: Sequence[Node], plane: str | None = None, *, every: bool = False) -> None:
+        """Wait until `nodes` have their files, and the images `plane`'s containers on them run (with
+        `every`, all their images, as the state's record that the hosts match needs); raise every failure
+        among them at once."""
         errors = []
         for node in nodes:
             try:
-                self.ready_for(node, self.r.in_phase(plane, [node]) if plane else [])
+                if every:
+                    self._wait(node, self.pulled.get(node.address, {}))
+                else:
+                    self.ready_for(node, self.r.in_phase(plane, [node]) if plane else [])
             except HostError as exc:
                 errors.append(exc)
         if errors:
@@ -267,29 +271,17 @@ class PrepareHosts(Phase):
 
     def ready_for(self, node: Node, actions: Sequence[a.HostAction]) -> None:
         """Wait until `node` has its files and the images `actions` start containers of."""
+        self._wait(node, {x.spec.image for x in actions if isinstance(x, STARTING)})
+
+    def _wait(self, node: Node, images: Collection[str]) -> None:
         pulled = self.pulled.get(node.address, {})
-        images = sorted({x.spec.image for x in actions if isinstance(x, STARTING)} & pulled.keys())
-        for future in [self.written.get(node.address), *(pulled[i] for i in images)]:
+        for future in [self.written.get(node.address), *(pulled[i] for i in sorted(images) if i in pulled)]:
             if future is not None:
                 future.result()
 
     def finished(self) -> bool:
         every = [*self.written.values(), *(f for pulls in self.pulled.values() for f in pulls.values())]
         return all(f.done() and f.exception() is None for f in every)
-
-    def all_ready(self) -> None:
-        """Every host's files and every pull, as the state's record that the hosts match needs."""
-        self.ready(self.r.reachable)
-        errors = []
-        for pulls in self.pulled.values():
-            for future in pulls.values():
-                try:
-                    future.result()
-                except HostError as exc:
-                    errors.append(exc)
-                    break
-        if errors:
-            raise combined(errors, type(errors[0]))
 
     def cleanup(self) -> None:
         if self.pool is not None:
@@ -321,7 +313,7 @@ class HostsPrepared(Phase):
         return not (self.prepared.finished() and self.etcd.finished())
 
     def run(self) -> None:
-        self.prepared.all_ready()
+        self.prepared.ready(self.r.reachable, every=True)
         self.etcd.finish()
 
 
