@@ -7,7 +7,7 @@ import sys
 import click
 
 from rke_py.cli.options import host_command_options, refuse_local_modes
-from rke_py.cli.output import console, emit_json
+from rke_py.cli.output import console, emit_json, phase_progress
 from rke_py.cli.run import HostCommand
 from rke_py.deploy.remove import remove
 from rke_py.errors import AbortedError, UsageError
@@ -28,7 +28,8 @@ def command(host: HostCommand, force: bool) -> None:
                 f"Remove the Kubernetes cluster of {host.config_path} from {len(desired.config.nodes)} hosts?"
             ):
                 raise AbortedError("nothing removed")
-        removed = remove(desired, host.options(verify=False))
+        with phase_progress() as on_phase:
+            removed = remove(desired, host.options(verify=False), on_phase)
         if host.json:
             emit_json({"ok": True, "hosts": [{"address": a, "removed": r} for a, r in removed.items()]})
         else:

@@ -302,6 +302,26 @@ def up_with_apiservers_frozen(lab: Lab, seconds: float, *extra: str) -> tuple[in
     return up_until(lab, Kubeconfig.title, freeze, *extra)
 
 
+def test_a_docker_frozen_past_one_request_is_asked_again_and_remove_finishes(single):
+    """A slow host's Docker gives no answer for longer than one request may take (dockerd stopped for 60 s
+    as `remove` connects, so every call it makes meets the frozen daemon): the calls are asked again, each
+    retry logged, and `remove` finishes, where before it failed on the first, with nothing left behind (the
+    next test's fresh `up` builds on that)."""
+
+    def freeze(proc: subprocess.Popen[str]) -> None:
+        host_exec(single, 0, "kill -STOP $(cat /run/docker.pid)")
+        thawed = time.monotonic() + 60
+        while time.monotonic() < thawed and proc.poll() is None:
+            time.sleep(0.5)
+        host_exec(single, 0, "kill -CONT $(cat /run/docker.pid)")
+
+    converged(single)  # a cluster to remove, also when this test runs alone
+    code, stderr = up_until(single, "connecting to every host", freeze, "--force", command="remove")
+    assert code == 0, stderr[-3000:]
+    assert "Docker is busy (no answer in 50 s); asking again" in stderr, stderr[-3000:]
+    assert not host_exec(single, 0, "docker ps -aq --filter label=io.rancher.rke.container.name").split()
+
+
 @pytest.mark.parametrize(("case", "extra"), BUSY, ids=[case for case, _ in BUSY])
 def test_an_apiserver_too_busy_to_answer_for_longer_than_one_request(single, case, extra):
     """Waited for, retries logged; with --api-timeout 0 the run fails at the first request's timeout, as
@@ -314,26 +334,6 @@ def test_an_apiserver_too_busy_to_answer_for_longer_than_one_request(single, cas
         assert code == 5, stderr[-3000:]
         last = stderr.strip().splitlines()[-1]
         assert "no apiserver answered" in last and "asked 1 times in 30 s" in last, last
-    converged(single)
-
-
-def test_a_docker_frozen_past_one_request_is_asked_again_and_remove_finishes(single):
-    """A slow host's Docker gives no answer for longer than one request may take (dockerd stopped for 60 s
-    as `remove` begins its work): the calls are asked again, each retry logged, and `remove` finishes,
-    where before it failed on the first. The next `up` builds the cluster again."""
-
-    def freeze(proc: subprocess.Popen[str]) -> None:
-        host_exec(single, 0, "kill -STOP $(cat /run/docker.pid)")
-        thawed = time.monotonic() + 60
-        while time.monotonic() < thawed and proc.poll() is None:
-            time.sleep(0.5)
-        host_exec(single, 0, "kill -CONT $(cat /run/docker.pid)")
-
-    code, stderr = up_until(single, "removing containers and files from every host", freeze, "--force",
-                            command="remove")  # fmt: skip
-    assert code == 0, stderr[-3000:]
-    assert "Docker is busy (no answer in 50 s); asking again" in stderr, stderr[-3000:]
-    assert not host_exec(single, 0, "docker ps -aq --filter label=io.rancher.rke.container.name").split()
     converged(single)
 
 
