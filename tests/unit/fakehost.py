@@ -251,7 +251,7 @@ class FakeHost:
             if c.name == "etcd":
                 return (200, b'{"health":"true"}') if self.world.etcd_quorum() else (503, b"no quorum")
             return 200, b"ok"
-        return 503, b"not serving"
+        raise ConnectionRefusedError(f"{url}: connection refused")  # nothing listens, as on a real host
 
 
 class FakeKube(KubeAPI):
