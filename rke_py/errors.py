@@ -116,6 +116,11 @@ class UnreachableError(ConnectError):
     refused key or an unknown host key always stops the run."""
 
 
+class BusyError(ConnectError):
+    """A server on the host took the connection and gave no answer in time: busy (a slow host's apiserver
+    stalls for seconds), not gone; worth asking again, unlike a refusal."""
+
+
 class PreflightError(RkePyError):
     """One or more hosts failed preflight; carries every host's failure."""
 

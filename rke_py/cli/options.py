@@ -95,8 +95,9 @@ api_timeout_option = click.option(
     show_default=True,
     envvar="RKE_PY_API_TIMEOUT",
     help="Seconds a Kubernetes API call is asked again, with backoff, while every apiserver is busy "
-    "(no answer in time, 429, 503, an etcd timeout), and a host's Docker call that can be repeated while "
-    "Docker gives no answer within 50 s, before the run fails; raise it for slow hosts.",
+    "(no answer in time, 429, 503, an etcd timeout), a host's Docker call that can be repeated while "
+    "Docker gives no answer within 50 s, and a status health check that gets no answer, before the run "
+    "fails; raise it for slow hosts.",
 )
 HOST_OPTIONS = (
     config_option,

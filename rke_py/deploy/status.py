@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import time
 
 from rke_py.deploy.apply import Target
 from rke_py.deploy.desired import Desired
@@ -17,6 +18,7 @@ from rke_py.pki import expiry
 from rke_py.verify.checks import Check, Report
 
 log = logging.getLogger("rke_py.deploy")
+BUSY_PAUSE = 1.0  # seconds between rounds for checks that got no answer (each already waited 5 s)
 
 
 class ConnectWhatAnswers(Phase):
@@ -37,7 +39,17 @@ class Verify(Phase):
         self.report = Report()
 
     def run(self) -> None:
-        self.report = self.session.verify()
+        """The checks once; those a busy server gave no answer to in time asked again, each time logged,
+        while --api-timeout allows: a slow host's apiserver stalls for seconds at a time, and that is not
+        a failure. A refusal or a wrong answer is reported at once."""
+        deadline = time.monotonic() + self.session.options.api_timeout
+        report = self.session.verify()
+        while (busy := [c for c in report.checks if c.busy]) and time.monotonic() < deadline:
+            named = "; ".join(f"{c.name} {c.target}" for c in busy)
+            log.info("no answer in time from %s; asking again", named)
+            time.sleep(BUSY_PAUSE)
+            report = self.session.verify(again=report)
+        self.report = report
 
 
 class Certificates(Phase):

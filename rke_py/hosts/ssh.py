@@ -23,7 +23,7 @@ from typing import TypeVar
 
 import paramiko
 
-from rke_py.errors import ConnectError, HostError, UnreachableError
+from rke_py.errors import BusyError, ConnectError, HostError, UnreachableError
 from rke_py.hosts import channels
 from rke_py.hosts.base import Completed, disk_full, parse_sha256sum
 from rke_py.hosts.hostkeys import HostKeyPolicy, HostKeyRejected, HostKeyStore
@@ -552,7 +552,8 @@ class Connection:
         try:
             return channels.http_request(chan, host, port, path, context=context, timeout=timeout)
         except (OSError, paramiko.SSHException, channels.HTTPProblem) as e:
-            raise self._error("http", f"GET {url} from the node failed: {e}") from None
+            error = BusyError if isinstance(e, channels.NoAnswer) else ConnectError
+            raise error(self.host, "http", f"GET {url} from the node failed: {e}") from None
         finally:
             chan.close()
 

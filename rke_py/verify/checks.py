@@ -43,6 +43,7 @@ class Check:
     target: str  # host address or object name
     ok: bool
     detail: str
+    busy: bool = False  # its server took the connection and said nothing in time (not in the JSON)
 
 
 @dataclass
@@ -71,7 +72,7 @@ class Report:
     def to_dict(self) -> dict[str, Any]:
         return {
             "ok": self.ok,
-            "checks": [asdict(c) for c in self.checks],
+            "checks": [{k: v for k, v in asdict(c).items() if k != "busy"} for c in self.checks],
             "leases": [asdict(x) for x in self.leases],
         }
 
@@ -220,11 +221,11 @@ def _node_checks(
     on_host = host.file_hashes(sorted({p for spec in node.containers for p in spec.files}))
     checks = []
     for spec, answer in zip(specs, probes, strict=True):
-        ok, detail = answer.result()
+        ok, detail, _, busy = answer.result()
         stale = [p for p in spec.files if on_host.get(p) != files[p]]
         if stale:
-            ok, detail = False, f"{', '.join(stale)} not as planned (re-run `rke-py up`)"
-        checks.append(Check(spec.name, node.address, ok, detail))
+            ok, detail, busy = False, f"{', '.join(stale)} not as planned (re-run `rke-py up`)", False
+        checks.append(Check(spec.name, node.address, ok, detail, busy))
     if not all(c.ok for c in checks):
         checks[:0] = _docker_check(host)
     return checks

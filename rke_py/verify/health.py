@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
+from rke_py.errors import BusyError
 from rke_py.pki.certs import CertKeyPair
 from rke_py.plan.model import HealthCheck
 
@@ -30,14 +32,17 @@ FAST_PERIOD = 30.0
 STARTING_PATIENCE = 4
 
 
-def probe(conn, check: HealthCheck, bundle: Mapping[str, CertKeyPair]) -> tuple[bool, str]:
-    """One attempt: (healthy, what was seen)."""
-    ok, detail, _ = _probe(conn, check, bundle)
-    return ok, detail
+class Seen(NamedTuple):
+    """One probe's outcome."""
+
+    ok: bool
+    detail: str
+    answered: bool = True  # the server said something, if only that it is not ready
+    busy: bool = False  # it took the connection and said nothing in time
 
 
-def _probe(conn, check: HealthCheck, bundle: Mapping[str, CertKeyPair]) -> tuple[bool, str, bool]:
-    """(healthy, what was seen, whether the server answered at all)."""
+def probe(conn, check: HealthCheck, bundle: Mapping[str, CertKeyPair]) -> Seen:
+    """One attempt."""
     pair = bundle.get(check.client_cert) if check.client_cert else None
     try:
         if check.url.startswith("https://"):
@@ -50,21 +55,21 @@ def _probe(conn, check: HealthCheck, bundle: Mapping[str, CertKeyPair]) -> tuple
         else:
             status, body = conn.http_get(check.url, timeout=5)
     except Exception as exc:  # any transport failure is "not healthy yet"
-        return False, f"{check.url}: {exc}", False
+        return Seen(False, f"{check.url}: {exc}", answered=False, busy=isinstance(exc, BusyError))
     text = body.decode(errors="replace").strip() if isinstance(body, bytes) else str(body).strip()
     if status != 200:
         # /readyz and /healthz list every check; the failing ones ("[-]...") say what is not ready.
         failing = [line for line in text.splitlines() if line.startswith("[-]")]
-        return False, f"{check.url}: HTTP {status} {'; '.join(failing) if failing else text[:200]}", True
+        return Seen(False, f"{check.url}: HTTP {status} {'; '.join(failing) if failing else text[:200]}")
     if check.expect_json:
         try:
             doc = json.loads(text)
         except ValueError:
-            return False, f"{check.url}: not JSON: {text[:200]}", True
+            return Seen(False, f"{check.url}: not JSON: {text[:200]}")
         for key, want in check.expect_json:
             if str(doc.get(key)) != want:
-                return False, f"{check.url}: {key}={doc.get(key)!r}, want {want!r}", True
-    return True, f"{check.url}: {text[:80] or 'ok'}", True
+                return Seen(False, f"{check.url}: {key}={doc.get(key)!r}, want {want!r}")
+    return Seen(True, f"{check.url}: {text[:80] or 'ok'}")
 
 
 def wait_healthy(
@@ -86,7 +91,7 @@ def wait_healthy(
     longest = max(STARTING_PATIENCE * patience, busy_patience)
     pause = FIRST_POLL
     while True:
-        ok, detail, answered = _probe(conn, check, bundle)
+        ok, detail, answered, _ = probe(conn, check, bundle)
         now = time.monotonic()
         if ok or now >= started + longest:
             return ok, detail

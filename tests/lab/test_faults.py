@@ -337,6 +337,22 @@ def test_an_apiserver_too_busy_to_answer_for_longer_than_one_request(single, cas
     converged(single)
 
 
+def test_status_asks_a_frozen_apiserver_again_and_is_green_once_it_answers(single):
+    """The apiserver paused for 12 s as `status` begins: its probe gets no answer in 5 s, is asked again
+    (logged), and `status` exits 0 once it answers, where before it reported the cluster unhealthy."""
+    converged(single)  # a cluster, also when this test runs alone
+    host_exec(single, 0, "docker pause kube-apiserver")
+    thaw = threading.Timer(12, host_exec, (single, 0, "docker unpause kube-apiserver"))
+    thaw.start()
+    try:
+        run = rke_py("status", *cluster_args(single, "--output", "json"))
+    finally:
+        thaw.join()
+    assert run.code == 0, run.stderr[-3000:]
+    assert "no answer in time from kube-apiserver" in run.stderr, run.stderr[-3000:]
+    assert json.loads(run.stdout)["ok"] is True
+
+
 # What happens to a host in the middle of a run (each returns the undo, once the run ended)
 
 

@@ -305,7 +305,8 @@ def kubectl(cluster: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_status_is_green_and_every_machine_is_a_ready_node(cluster: Path):
-    result = rke_py("status", "--config", str(cluster), "--output", "json")
+    # as `up` and `remove`: right after `up`, the controlplane machine's apiserver stalled past a probe's 5 s
+    result = rke_py("status", "--config", str(cluster), "--output", "json", "--api-timeout", API_TIMEOUT)
     assert result.returncode == 0, result.stdout + result.stderr
     checks = json.loads(result.stdout)["checks"]
     assert checks and all(check["ok"] for check in checks), [c for c in checks if not c["ok"]]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import textwrap
 import threading
 import time
@@ -14,12 +15,13 @@ from pathlib import Path
 import pytest
 
 from rke_py.deploy import clusterstate
+from rke_py.deploy import status as status_module
 from rke_py.deploy import up as up_module
 from rke_py.deploy.desired import Desired, prepare
 from rke_py.deploy.remove import remove
 from rke_py.deploy.session import Options
 from rke_py.deploy.up import plan, up
-from rke_py.errors import ApplyError, ConnectError, HostError, PreflightError
+from rke_py.errors import ApplyError, BusyError, ConnectError, HostError, PreflightError
 from rke_py.hosts.base import DockerError
 from rke_py.plan.components import REGISTRY, Component, Placement
 from rke_py.plan.model import ContainerSpec, HealthCheck
@@ -679,6 +681,39 @@ def test_a_node_whose_docker_stopped_names_docker_before_the_components_it_took_
     assert first == Check("docker", "10.0.0.2", False, f"{gone}; start Docker there, then run again")
     assert rest and not any(c.ok for c in rest)
     assert all(c.ok and c.name != "docker" for c in checks["10.0.0.1"])
+
+
+@pytest.mark.parametrize("stalls", [0, 2])
+def test_status_asks_a_busy_apiserver_again_and_reports_a_stopped_one_at_once(
+    tmp_path, caplog, monkeypatch, stalls
+):
+    """A slow host's apiserver that takes the connection and says nothing for a while is not a failure
+    of `status`; one that refuses it (stopped) is, without a wait."""
+    cluster = Cluster(tmp_path)
+    cluster.up()
+    host = cluster.host("10.0.0.1")
+    answered, silent = host.http_get, iter(range(stalls))
+
+    def busy(url: str, *, timeout: float = 5):
+        if ":6443/" in url and next(silent, None) is not None:
+            raise BusyError(host.address, "http", f"GET {url} from the node failed: no answer within 5 s")
+        return answered(url, timeout=timeout)
+
+    host.http_get = busy  # type: ignore[method-assign]
+    apiserver = next(c for c in host.docker.by_id.values() if c.name == "kube-apiserver")
+    apiserver.running = bool(stalls)  # with none, it is stopped: nothing listens
+    monkeypatch.setattr(status_module, "BUSY_PAUSE", 0)
+    caplog.set_level(logging.INFO)
+    started = time.monotonic()
+    report = status_module.status(cluster.desired(), Options(), FakeConnector(cluster.world))
+    row = next(c for c in report.checks if (c.name, c.target) == ("kube-apiserver", "10.0.0.1"))
+    asked_again = caplog.text.count("no answer in time from kube-apiserver 10.0.0.1; asking again")
+    if stalls:
+        assert row.ok and asked_again == stalls
+    else:
+        assert not row.ok and "connection refused" in row.detail
+        assert asked_again == 0 and time.monotonic() - started < 5
+    assert "busy" not in report.to_dict()["checks"][0]  # not part of the JSON document
 
 
 def test_verify_again_probes_only_the_nodes_that_failed_and_keeps_the_rows_of_the_others(tmp_path):
