@@ -15,7 +15,7 @@ from rke_py.deploy.session import Connector, Options, Session
 from rke_py.errors import ConnectError
 from rke_py.kube.api import KubeAPIError
 from rke_py.pki import expiry
-from rke_py.verify.checks import Check, Report
+from rke_py.verify.checks import CLUSTER_CHECKS, Check, Report
 
 log = logging.getLogger("rke_py.deploy")
 BUSY_PAUSE = 1.0  # seconds between rounds for checks that got no answer (each already waited 5 s)
@@ -40,16 +40,26 @@ class Verify(Phase):
 
     def run(self) -> None:
         """The checks once; those a busy server gave no answer to in time asked again, each time logged,
-        while --api-timeout allows: a slow host's apiserver stalls for seconds at a time, and that is not
-        a failure. A refusal or a wrong answer is reported at once."""
+        while the Kubernetes API answers and --api-timeout allows: a slow host's apiserver stalls for
+        seconds at a time, and that is not a failure. A refusal or a wrong answer is reported at once, and
+        so is every check of a cluster whose API answers nothing (its certificates expired, say)."""
         deadline = time.monotonic() + self.session.options.api_timeout
         report = self.session.verify()
-        while (busy := [c for c in report.checks if c.busy]) and time.monotonic() < deadline:
+        while (
+            (busy := [c for c in report.checks if c.busy])
+            and _api_answers(report)
+            and time.monotonic() < deadline
+        ):
             named = "; ".join(f"{c.name} {c.target}" for c in busy)
             log.info("no answer in time from %s; asking again", named)
             time.sleep(BUSY_PAUSE)
             report = self.session.verify(again=report)
         self.report = report
+
+
+def _api_answers(report: Report) -> bool:
+    """Whether any row read from the Kubernetes API passed: the cluster serves, if slowly."""
+    return any(c.ok for c in report.checks if c.name in CLUSTER_CHECKS)
 
 
 class Certificates(Phase):

@@ -11,6 +11,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -23,6 +24,7 @@ from rke_py.deploy.session import Options
 from rke_py.deploy.up import plan, up
 from rke_py.errors import ApplyError, BusyError, ConnectError, HostError, PreflightError
 from rke_py.hosts.base import DockerError
+from rke_py.kube.api import KubeAPIError
 from rke_py.plan.components import REGISTRY, Component, Placement
 from rke_py.plan.model import ContainerSpec, HealthCheck
 from rke_py.verify.checks import CLUSTER_CHECKS, Check, _node_checks, verify
@@ -683,14 +685,18 @@ def test_a_node_whose_docker_stopped_names_docker_before_the_components_it_took_
     assert all(c.ok and c.name != "docker" for c in checks["10.0.0.1"])
 
 
-@pytest.mark.parametrize("stalls", [0, 2])
+@pytest.mark.parametrize(("stalls", "api"), [(0, True), (2, True), (2, False)])
 def test_status_asks_a_busy_apiserver_again_and_reports_a_stopped_one_at_once(
-    tmp_path, caplog, monkeypatch, stalls
+    tmp_path, caplog, monkeypatch, stalls, api
 ):
-    """A slow host's apiserver that takes the connection and says nothing for a while is not a failure
-    of `status`; one that refuses it (stopped) is, without a wait."""
+    """A slow host's apiserver that takes the connection and says nothing for a while, while the API
+    answers, is not a failure of `status`; one that refuses it (stopped) is, without a wait, and so is one
+    of a cluster whose API answers nothing."""
     cluster = Cluster(tmp_path)
     cluster.up()
+    if not api:
+        refused = KubeAPIError("x509: certificate has expired")
+        monkeypatch.setattr(cluster.world.kube, "request", mock.Mock(side_effect=refused))
     host = cluster.host("10.0.0.1")
     answered, silent = host.http_get, iter(range(stalls))
 
@@ -708,8 +714,10 @@ def test_status_asks_a_busy_apiserver_again_and_reports_a_stopped_one_at_once(
     report = status_module.status(cluster.desired(), Options(), FakeConnector(cluster.world))
     row = next(c for c in report.checks if (c.name, c.target) == ("kube-apiserver", "10.0.0.1"))
     asked_again = caplog.text.count("no answer in time from kube-apiserver 10.0.0.1; asking again")
-    if stalls:
+    if stalls and api:
         assert row.ok and asked_again == stalls
+    elif stalls:
+        assert not row.ok and asked_again == 0
     else:
         assert not row.ok and "connection refused" in row.detail
         assert asked_again == 0 and time.monotonic() - started < 5
