@@ -34,6 +34,11 @@ class NoAnswer(HTTPProblem):
     """The peer took the connection but gave no whole answer in time: busy, or going away."""
 
 
+class ChannelTimeout(paramiko.SSHException):
+    """sshd did not answer a channel request in time: the host is busy (a connection that is lost shows as
+    a transport no longer active instead)."""
+
+
 def open_streamlocal(transport: paramiko.Transport, path: str, *, timeout: float = 10) -> paramiko.Channel:
     """Open OpenSSH's `direct-streamlocal@openssh.com` channel: the server connects to its Unix socket `path`.
 
@@ -67,7 +72,7 @@ def open_streamlocal(transport: paramiko.Transport, path: str, *, timeout: float
         c._set_window(window_size, max_packet_size)
     t._send_user_message(m)
     if not event.wait(timeout):
-        raise paramiko.SSHException(f"timed out after {timeout:g}s opening a channel to {path}")
+        raise ChannelTimeout(f"timed out after {timeout:g}s opening a channel to {path}")
     opened = t._channels.get(chanid)
     if opened is not None:
         return opened

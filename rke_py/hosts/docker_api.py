@@ -24,6 +24,7 @@ from docker.transport.basehttpadapter import BaseHTTPAdapter
 from docker.transport.sshconn import SSHConnection, SSHConnectionPool
 
 from rke_py.errors import ConnectError
+from rke_py.hosts import channels
 from rke_py.hosts.base import DockerContainer, DockerError
 from rke_py.hosts.ssh import Connection
 from rke_py.kube.api import API_PATIENCE
@@ -76,6 +77,8 @@ class _ChannelHTTPConnection(SSHConnection):
         except paramiko.ChannelException as e:  # Docker answered when the run connected
             said = f"sshd could not open a channel to Docker ({e.text}): has it stopped?"
             raise DockerError(said, stopped=True) from e
+        except channels.ChannelTimeout as e:  # a busy host: the request is asked again, as a slow answer is
+            raise urllib3.exceptions.ConnectTimeoutError(self, str(e)) from e
         chan.settimeout(self.timeout)
         self.sock = cast(Any, chan)  # a paramiko Channel is socket enough for http.client
 
@@ -182,18 +185,21 @@ def docker_client(
     """
     socket_path = socket_path or DEFAULT_SOCKET
     user = conn.target.user
+    kind, size = "streamlocal", STREAMLOCAL_POOL
+    first: list[paramiko.Channel] = []
+
+    def open_channel() -> paramiko.Channel:
+        try:
+            return first.pop()
+        except IndexError:
+            return conn.open_unix(socket_path, timeout=timeout)
+
     try:
         # The channel that shows the socket can be reached is the pool's first: it carries the version
         # request, and a host costs one channel fewer.
-        first = [conn.open_unix(socket_path)]
-        kind, size = "streamlocal", STREAMLOCAL_POOL
-
-        def open_channel() -> paramiko.Channel:
-            try:
-                return first.pop()
-            except IndexError:
-                return conn.open_unix(socket_path)
-
+        first.append(open_channel())
+    except channels.ChannelTimeout:
+        pass  # a host too busy to open it in time: the version request opens it again, and asks again
     except paramiko.ChannelException as e:
         # OpenSSH answers "open failed" both when forwarding is off and when connect() fails, so ask the
         # node which one it is before choosing the fallback.

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import http.client
+import json
 import logging
+import socket
+import threading
 from pathlib import Path
 from typing import Any, cast
 
@@ -19,8 +22,8 @@ from rke_py.deploy.targets import bastion_target, ssh_target
 from rke_py.errors import ConnectError, ExitStatus, UnreachableError
 from rke_py.hosts import ssh
 from rke_py.hosts.base import DockerError
-from rke_py.hosts.channels import split_url
-from rke_py.hosts.docker_api import HostDocker, NodeAPIClient, socket_problem
+from rke_py.hosts.channels import ChannelTimeout, split_url
+from rke_py.hosts.docker_api import HostDocker, NodeAPIClient, docker_client, socket_problem
 from rke_py.hosts.keys import PASSPHRASE_ENV, KeyLoader, KeyProblem, expand_home
 from rke_py.hosts.ssh import SSHTarget
 
@@ -295,6 +298,64 @@ def test_a_call_that_is_not_safe_to_repeat_or_no_patience_fails_at_the_first_tim
         with pytest.raises(DockerError, match="Docker did not answer within 50 s"):
             call(HostDocker(cast(NodeAPIClient, busy), patience))
         assert busy.asked == 1
+
+
+class _Channel:
+    """One end of a socket pair, as much of a paramiko channel as the Docker client's pool looks at."""
+
+    closed = eof_received = False
+
+    def __init__(self, sock: socket.socket):
+        self._sock = sock
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+
+class _SlowChannels:
+    """A host whose sshd answers the first `slow` channel requests too late, then connects each to a Docker
+    that answers one version request."""
+
+    host = "10.0.0.2"
+    target = SSHTarget(address=host, user="rancher")
+
+    def __init__(self, slow: int):
+        self.slow, self.asked = slow, 0
+
+    def open_unix(self, path: str, *, timeout: float = 10) -> _Channel:
+        self.asked += 1
+        if self.asked <= self.slow:
+            raise ChannelTimeout(f"timed out after {timeout:g}s opening a channel to {path}")
+        ours, theirs = socket.socketpair()
+        threading.Thread(target=self._docker, args=(theirs,), daemon=True).start()
+        return _Channel(ours)
+
+    @staticmethod
+    def _docker(sock: socket.socket) -> None:
+        with sock, sock.makefile("rb") as request:
+            while request.readline() not in (b"\r\n", b""):
+                pass
+            body = json.dumps({"ApiVersion": "1.41", "Version": "24.0.7"}).encode()
+            head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+            sock.sendall(head.encode() + body)
+
+
+def test_a_host_too_busy_to_open_the_docker_channel_in_time_is_asked_again(caplog):
+    slow = _SlowChannels(slow=3)  # the first channel, then two of the version request's
+    with caplog.at_level(logging.INFO, logger="rke_py.hosts"):
+        docker = docker_client(cast(ssh.Connection, slow), timeout=1, patience=5)
+    assert (docker.server_version(), slow.asked) == ("24.0.7", 4)
+    said = [r.getMessage() for r in caplog.records]
+    assert said == ["10.0.0.2: docker version: Docker is busy (no answer in 1 s); asking again"] * 2
+
+
+def test_a_host_whose_docker_channel_never_opens_fails_once_the_patience_is_spent():
+    slow = _SlowChannels(slow=100)
+    with pytest.raises(ConnectError) as said:
+        docker_client(cast(ssh.Connection, slow), timeout=1, patience=3)
+    assert slow.asked == 4  # the first channel, then three requests of 1 s in 3 s
+    assert "docker version: Docker did not answer within 1 s" in str(said.value)
+    assert "asked 3 times" in str(said.value)
 
 
 def test_a_remove_whose_first_request_timed_out_after_removing_is_done():
