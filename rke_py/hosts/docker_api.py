@@ -9,6 +9,7 @@ running `docker system dial-stdio`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shlex
 import time
@@ -351,27 +352,42 @@ class HostDocker:
         )
 
     def create(self, spec: ContainerSpec) -> str:
-        host_config = self.api.create_host_config(
-            binds=list(spec.binds) or None,
-            network_mode=spec.network_mode,
-            pid_mode=spec.pid_mode or None,
-            privileged=spec.privileged,
-            restart_policy={"Name": spec.restart_policy} if spec.restart_policy else None,
-            volumes_from=list(spec.volumes_from) or None,
-        )
-        created = self._call(
+        return self.create_named(
+            spec.name,
+            lambda api: api.create_container(
+                image=spec.image,
+                name=spec.name,
+                entrypoint=list(spec.entrypoint) or None,
+                command=list(spec.command) or None,
+                environment=list(spec.env),
+                labels=spec.labels,
+                user=spec.user or None,
+                host_config=api.create_host_config(
+                    binds=list(spec.binds) or None,
+                    network_mode=spec.network_mode,
+                    pid_mode=spec.pid_mode or None,
+                    privileged=spec.privileged,
+                    restart_policy={"Name": spec.restart_policy} if spec.restart_policy else None,
+                    volumes_from=list(spec.volumes_from) or None,
+                ),
+            ),
             f"create {spec.name}",
-            self.api.create_container,
-            image=spec.image,
-            name=spec.name,
-            entrypoint=list(spec.entrypoint) or None,
-            command=list(spec.command) or None,
-            environment=list(spec.env),
-            labels=spec.labels,
-            user=spec.user or None,
-            host_config=host_config,
         )
-        return created["Id"]
+
+    def create_named(self, name: str, fn: Callable[[docker.APIClient], Any], what: str = "") -> str:
+        """The id of the container `fn` creates under `name`, which must not exist yet. A create that got
+        no answer in time may have landed late and taken the name, so it is removed before the create is
+        asked again: a busy host costs a retry, not the run."""
+        asked: list[None] = []
+
+        def create_once() -> str:
+            if asked:
+                with contextlib.suppress(docker.errors.NotFound):  # the create that timed out never landed
+                    self.api.remove_container(name, force=True, v=False)
+            asked.append(None)
+            return str(fn(self.api)["Id"])
+
+        return str(self._call(what or f"create {name}", create_once, again=True))
 
     def start(self, container: str) -> None:
         self._call(f"start {container}", self.api.start, container, again=True)
@@ -405,10 +421,12 @@ class HostDocker:
         state = attrs.get("State") or {}
         return bool(state.get("Running")) and not state.get("Restarting") and not attrs.get("RestartCount")
 
-    def exec(self, container: str, argv: list[str]) -> tuple[int, str]:
+    def exec(self, container: str, argv: list[str], *, again: bool = False) -> tuple[int, str]:
+        """`again`: the command may run twice (a read, or a change that ends in the same state), so it is
+        asked again when Docker does not answer in time."""
         what = f"exec in {container}"
-        exec_id = self._call(what, self.api.exec_create, container, argv)["Id"]
-        out = self._call(what, self.api.exec_output, exec_id)
+        exec_id = self._call(what, self.api.exec_create, container, argv, again=True)["Id"]  # not run yet
+        out = self._call(what, self.api.exec_output, exec_id, again=again)
         for _ in range(100):  # the stream can end a moment before the daemon records the exit code
             state = self._call(what, self.api.exec_inspect, exec_id, again=True)
             if not state.get("Running") and state.get("ExitCode") is not None:

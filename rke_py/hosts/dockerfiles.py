@@ -40,8 +40,8 @@ class DockerFiles:
         if self._helper is None:
             self.ensure_image(self.image)
             remove_if_present(self.docker, HELPER)  # a helper left by a run that was killed
-            self._helper = self.docker.api_call(
-                "create the file helper",
+            self._helper = self.docker.create_named(
+                HELPER,
                 lambda api: api.create_container(
                     image=self.image,
                     name=HELPER,
@@ -50,13 +50,16 @@ class DockerFiles:
                     host_config=api.create_host_config(
                         binds=[f"{self.root}:{self.root}"], network_mode="none"
                     ),
-                )["Id"],
+                ),
+                "create the file helper",
             )
             self.docker.start(self._helper)
         return self._helper
 
     def _exec(self, argv: list[str]) -> str:
-        code, out = self.docker.exec(self._container(), argv)
+        """Run a command of the helper's, each of which may run twice (see the renames), so a busy host is
+        asked again."""
+        code, out = self.docker.exec(self._container(), argv, again=True)
         if code:
             raise DockerError(
                 f"{' '.join(argv[:2])} in the file helper failed ({code}): {out.strip()[-300:]}"
@@ -82,7 +85,10 @@ class DockerFiles:
             self.docker.put_archive(self._container(), directory, archive)
             renames += [x for f in specs for x in (posixpath.join(directory, _temporary(f.path)), f.path)]
         if renames:
-            each_pair = 'while [ $# -gt 1 ]; do mv -f "$1" "$2" || exit; shift 2; done'
+            # A pair whose temporary file is gone and whose file is there was moved by a first run of
+            # this command that answered too late.
+            moved = '[ ! -e "$1" ] && [ -e "$2" ]'
+            each_pair = f'while [ $# -gt 1 ]; do {moved} || mv -f "$1" "$2" || exit; shift 2; done'
             self._exec(["sh", "-c", each_pair, "sh", *renames])
 
     def file_hashes(self, paths: list[str]) -> dict[str, str | None]:
@@ -96,15 +102,16 @@ class DockerFiles:
         """`script` as root in the host's mount and network namespaces, in a one-shot privileged container."""
         self.ensure_image(self.image)
         remove_if_present(self.docker, CLEANER)
-        cid = self.docker.api_call(
-            "create the cleaner",
+        cid = self.docker.create_named(
+            CLEANER,
             lambda api: api.create_container(
                 image=self.image,
                 name=CLEANER,
                 entrypoint=["nsenter", "-t", "1", "-m", "-n", "--", "sh", "-c", script],
                 labels={HELPER_LABEL: "cleaner"},
                 host_config=api.create_host_config(privileged=True, pid_mode="host", network_mode="host"),
-            )["Id"],
+            ),
+            "create the cleaner",
         )
         try:
             self.docker.start(cid)

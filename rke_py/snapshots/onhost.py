@@ -82,8 +82,8 @@ def _container(
     docker = _docker(host)
     try:
         remove_if_present(docker, name)
-        cid = docker.api_call(
-            f"create {name}",
+        cid = docker.create_named(
+            name,
             lambda api: api.create_container(
                 image=image,
                 name=name,
@@ -91,7 +91,7 @@ def _container(
                 environment=list(env),
                 labels={HELPER_LABEL: name},
                 host_config=api.create_host_config(binds=list(binds), network_mode=network),
-            )["Id"],
+            ),
         )
     except DockerError as exc:
         raise HostError(host.address, step, str(exc)) from exc

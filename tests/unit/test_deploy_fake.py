@@ -116,7 +116,8 @@ def test_a_new_etcd_cluster_starts_its_members_together(tmp_path):
     cluster = Cluster(tmp_path)
     cluster.up()
     etcd = [e for e in cluster.world.events if e.endswith("start etcd")]
-    assert etcd == ["10.0.0.1 start etcd", "10.0.0.2 start etcd", "10.0.0.3 start etcd"]
+    # in parallel, so in any order
+    assert sorted(etcd) == ["10.0.0.1 start etcd", "10.0.0.2 start etcd", "10.0.0.3 start etcd"]
     first_control = next(i for i, e in enumerate(cluster.world.events) if "kube-apiserver" in e)
     last_etcd = max(i for i, e in enumerate(cluster.world.events) if e.endswith("start etcd"))
     assert last_etcd < first_control

@@ -263,6 +263,13 @@ class _BusyDocker:
         self.present.discard(container)
         self._answer()
 
+    def create_container(self, name: str) -> dict[str, str]:
+        if name in self.present:
+            raise docker.errors.APIError(f'Conflict. The container name "/{name}" is already in use')
+        self.present.add(name)  # a create lands even when its answer comes too late
+        self._answer()
+        return {"Id": f"id-of-{name}"}
+
 
 def test_a_busy_docker_is_asked_again_while_the_patience_lasts_and_each_retry_is_logged(caplog):
     busy = _BusyDocker(busy=2)
@@ -287,6 +294,19 @@ def test_a_busy_docker_fails_the_call_once_the_patience_is_spent_naming_how_ofte
     assert busy.asked == 3  # three requests of 50 s fit in 180 s, a fourth would not
     assert str(said.value).startswith("start kubelet: Docker did not answer within 50 s (")
     assert str(said.value).endswith("is stuck, asked 3 times in 0 s)")
+
+
+def test_a_create_answered_too_late_is_asked_again_without_tripping_over_the_name_it_took(caplog):
+    busy = _BusyDocker(busy=2)
+    with caplog.at_level(logging.INFO, logger="rke_py.hosts"):
+        made = HostDocker(cast(NodeAPIClient, busy), 180, "10.0.0.3").create_named(
+            "rke-py-file-helper", lambda api: api.create_container(name="rke-py-file-helper")
+        )
+    assert made == "id-of-rke-py-file-helper"
+    assert busy.present == {"kubelet", "rke-py-file-helper"}  # one helper, not a leftover beside it
+    said = [r.getMessage() for r in caplog.records]
+    retry = "10.0.0.3: create rke-py-file-helper: Docker is busy (no answer in 50 s); asking again"
+    assert said == [retry] * 2
 
 
 def test_a_call_that_is_not_safe_to_repeat_or_no_patience_fails_at_the_first_timeout():
