@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 HELPER = "rke-py-file-helper"
 CLEANER = "rke-py-cleaner"
 HELPER_LABEL = "io.rke-py.helper"  # not RKE's name label: observe never mistakes a helper for a component
+# `mv -f` of each pair of arguments; a pair whose first file is gone and whose second is there was moved by
+# an earlier run of the same command that answered too late, so the command may be asked again.
+RENAME_PAIRS = 'while [ $# -gt 1 ]; do [ ! -e "$1" ] && [ -e "$2" ] || mv -f "$1" "$2" || exit; shift 2; done'
 
 
 class DockerFiles:
@@ -85,11 +88,7 @@ class DockerFiles:
             self.docker.put_archive(self._container(), directory, archive)
             renames += [x for f in specs for x in (posixpath.join(directory, _temporary(f.path)), f.path)]
         if renames:
-            # A pair whose temporary file is gone and whose file is there was moved by a first run of
-            # this command that answered too late.
-            moved = '[ ! -e "$1" ] && [ -e "$2" ]'
-            each_pair = f'while [ $# -gt 1 ]; do {moved} || mv -f "$1" "$2" || exit; shift 2; done'
-            self._exec(["sh", "-c", each_pair, "sh", *renames])
+            self._exec(["sh", "-c", RENAME_PAIRS, "sh", *renames])
 
     def file_hashes(self, paths: list[str]) -> dict[str, str | None]:
         hashes: dict[str, str | None] = dict.fromkeys(paths)

@@ -6,6 +6,7 @@ import http.client
 import json
 import logging
 import socket
+import subprocess
 import threading
 from pathlib import Path
 from typing import Any, cast
@@ -24,6 +25,7 @@ from rke_py.hosts import ssh
 from rke_py.hosts.base import DockerError
 from rke_py.hosts.channels import ChannelTimeout, split_url
 from rke_py.hosts.docker_api import HostDocker, NodeAPIClient, docker_client, socket_problem
+from rke_py.hosts.dockerfiles import RENAME_PAIRS
 from rke_py.hosts.keys import PASSPHRASE_ENV, KeyLoader, KeyProblem, expand_home
 from rke_py.hosts.ssh import SSHTarget
 
@@ -438,3 +440,17 @@ def test_health_urls_split(url, parts):
 def test_non_http_urls_are_refused():
     with pytest.raises(ValueError, match="not an http"):
         split_url("tcp://localhost:2379")
+
+
+def test_the_file_helpers_renames_may_run_twice_and_still_fail_on_a_file_that_was_never_written(tmp_path):
+    pairs = []
+    for name in ("a", "b"):
+        (tmp_path / f".{name}.tmp").write_text(f"new {name}")
+        pairs += [str(tmp_path / f".{name}.tmp"), str(tmp_path / name)]
+    rename = ["sh", "-c", RENAME_PAIRS, "sh", *pairs]
+    assert subprocess.run(rename).returncode == 0
+    assert subprocess.run(rename).returncode == 0  # the first run's answer came too late: asked again
+    assert [(tmp_path / n).read_text() for n in ("a", "b")] == ["new a", "new b"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]
+    missing = ["sh", "-c", RENAME_PAIRS, "sh", str(tmp_path / ".c.tmp"), str(tmp_path / "c")]
+    assert subprocess.run(missing, capture_output=True).returncode != 0
