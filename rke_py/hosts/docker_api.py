@@ -371,7 +371,6 @@ class HostDocker:
                     volumes_from=list(spec.volumes_from) or None,
                 ),
             ),
-            f"create {spec.name}",
         )
 
     def create_named(self, name: str, fn: Callable[[docker.APIClient], Any], what: str = "") -> str:
@@ -385,7 +384,7 @@ class HostDocker:
                 with contextlib.suppress(docker.errors.NotFound):  # the create that timed out never landed
                     self.api.remove_container(name, force=True, v=False)
             asked.append(None)
-            return str(fn(self.api)["Id"])
+            return fn(self.api)["Id"]
 
         return str(self._call(what or f"create {name}", create_once, again=True))
 
