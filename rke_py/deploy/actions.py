@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from rke_py.addons.k8s import SYSTEM
+from rke_py.addons.k8s import SYSTEM, object_ref
 from rke_py.config.schema import Node
 from rke_py.plan.model import ContainerSpec, FileSpec
 
@@ -193,6 +193,21 @@ class ApplyObject(_Change):
 
 
 @dataclass(frozen=True)
+class SeedObject(_Change):
+    """An object the controller manager makes in each namespace, created first on a new cluster and not
+    kept (`seeds`)."""
+
+    kind: ClassVar[str] = "seed"
+    obj: dict[str, Any] = field(compare=False)
+    reason: str = ""
+    phase: str = "objects"
+
+    @property
+    def target(self) -> str:
+        return object_ref(self.obj)
+
+
+@dataclass(frozen=True)
 class DeleteObject(_Change):
     """An object rke-py no longer keeps: an add-on switched off or changed, or RKE's finished add-on Job."""
 
@@ -326,6 +341,7 @@ HostAction = (
 )
 ClusterAction = (
     ApplyObject
+    | SeedObject
     | DeleteObject
     | ServeOnly
     | RewriteSecrets

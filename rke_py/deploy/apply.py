@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from rke_py.deploy import actions as a
-from rke_py.deploy import drain
+from rke_py.deploy import drain, seeds
 from rke_py.deploy.facts import HostFacts
 from rke_py.deploy.handover import serve_only
 from rke_py.deploy.nodesync import node_patch
@@ -170,6 +170,8 @@ class Applier:
                     if recreate:
                         api.delete_and_wait(api.object_path(obj), OBJECT_GONE_TIMEOUT)
                     api.apply(api.object_path(obj), obj)
+                case a.SeedObject(obj=obj):
+                    seeds.create(api, obj)
                 case a.DeleteObject(until_gone=until_gone):
                     path = api.path(action.api_version, action.object_kind, action.name, action.namespace)
                     if until_gone:

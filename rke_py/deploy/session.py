@@ -38,6 +38,7 @@ from rke_py.deploy.observe import observe
 from rke_py.deploy.parallel import DEFAULT_CONCURRENCY, combined, for_all, for_each
 from rke_py.deploy.pullauth import pull_auth
 from rke_py.deploy.reconcile import leaving_actions, update_only
+from rke_py.deploy.seeds import seeds
 from rke_py.deploy.targets import bastion_target, ssh_target
 from rke_py.errors import ConnectError, HostError, UnreachableError
 from rke_py.hosts.base import DockerError, HostConnection
@@ -274,6 +275,7 @@ class Session:
         `nodes` are the registered Nodes, None while no apiserver answers (then every change is made)."""
         return [
             *self.object_actions(running=nodes is not None),
+            *(seeds(self.desired.bundle[CA].cert_pem) if nodes is None else []),
             *node_actions(self.desired.config, nodes, self.desired.removed),
             *self.addon_actions(running=nodes is not None),
             *(

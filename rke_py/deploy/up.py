@@ -535,6 +535,9 @@ class ApplyObjects(Phase):
     def run(self) -> None:
         for action in self.r.session.object_actions():
             self.r.applier.execute(action)
+        for seed in self.planned():
+            if isinstance(seed, a.SeedObject):
+                self.r.applier.execute(seed)
 
 
 class SyncNodes(Phase):

@@ -15,6 +15,7 @@ from typing import Any
 
 from rke_py.addons.k8s import object_ref
 from rke_py.config.schema import ClusterConfig
+from rke_py.deploy.seeds import NAMESPACES, ROOT_CA
 from rke_py.errors import VerifyError
 from rke_py.hosts.base import DockerError, HostConnection
 from rke_py.kube.api import KubeAPI, KubeAPIError, node_ready
@@ -25,7 +26,6 @@ from rke_py.verify.health import probe
 
 LEASES = ("kube-controller-manager", "kube-scheduler")
 CLUSTER_CHECKS = ("host", "lease", "node", "addon", "namespace", "pod")  # rows not of one node's probes
-NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")  # what a new cluster has
 # A pod any Pod Security level admits, sent with dryRun: admission runs, nothing is stored or scheduled.
 _RESTRICTED = {
     "allowPrivilegeEscalation": False,
@@ -148,7 +148,7 @@ def _namespace(ns: str, api: KubeAPI) -> Check:
     try:
         for what, path in (
             ("ServiceAccount default", f"/api/v1/namespaces/{ns}/serviceaccounts/default"),
-            ("ConfigMap kube-root-ca.crt", f"/api/v1/namespaces/{ns}/configmaps/kube-root-ca.crt"),
+            (f"ConfigMap {ROOT_CA}", f"/api/v1/namespaces/{ns}/configmaps/{ROOT_CA}"),
         ):
             if api.find(path) is None:
                 missing.append(what)
@@ -156,7 +156,7 @@ def _namespace(ns: str, api: KubeAPI) -> Check:
         return Check("namespace", ns, False, str(exc))
     if missing:
         return Check("namespace", ns, False, f"no {' or '.join(missing)} yet: pods there are refused")
-    return Check("namespace", ns, True, "ServiceAccount default and kube-root-ca.crt")
+    return Check("namespace", ns, True, f"ServiceAccount default and {ROOT_CA}")
 
 
 def _first_pod(config: ClusterConfig, api: KubeAPI) -> Check:

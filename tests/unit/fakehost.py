@@ -24,12 +24,12 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from rke_py.config.schema import Node
+from rke_py.deploy.seeds import NAMESPACES, ROOT_CA
 from rke_py.errors import ConnectError, UnreachableError
 from rke_py.hosts.base import Completed, DockerContainer, DockerError
 from rke_py.kube.api import KubeAPI, KubeAPIError
 from rke_py.lab.kube.resources import resource_list
 from rke_py.plan.model import ContainerSpec, FileSpec, RunConfig
-from rke_py.verify.checks import NAMESPACES
 
 _ids = itertools.count(1)
 
@@ -260,7 +260,7 @@ class FakeKube(KubeAPI):
     As on real Kubernetes, a kubelet with RKE's shared certificate registers its Node only once group
     system:nodes is bound to a role; until then it keeps trying."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, controllers_done: bool = True) -> None:
         self._resources = {}
         self._lock = threading.Lock()
         self.nodes: dict[str, dict[str, Any]] = {}
@@ -269,13 +269,12 @@ class FakeKube(KubeAPI):
         self.waiting: list[Node] = []
         self.refused: list[str] = []  # nodes that tried to register before they were allowed to
         self.events: list[str] = []  # the World's event log once it owns this API
-        for ns in NAMESPACES:  # what the controller-manager gives each namespace of a new cluster
+        # what the controller manager gives each namespace of a new cluster, unless it has not got to it
+        for ns in NAMESPACES if controllers_done else ():
             self.objects[f"/api/v1/namespaces/{ns}/serviceaccounts/default"] = {
                 "metadata": {"name": "default"}
             }
-            self.objects[f"/api/v1/namespaces/{ns}/configmaps/kube-root-ca.crt"] = {
-                "metadata": {"name": "kube-root-ca.crt"}
-            }
+            self.objects[f"/api/v1/namespaces/{ns}/configmaps/{ROOT_CA}"] = {"metadata": {"name": ROOT_CA}}
 
     def nodes_allowed(self) -> bool:
         binding = self.objects.get("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/system:node")
@@ -353,6 +352,12 @@ class FakeKube(KubeAPI):
             ns = base.split("/")[4]
             if f"/api/v1/namespaces/{ns}/serviceaccounts/default" not in self.objects:
                 raise KubeAPIError(f"{method} {base}: HTTP 403: error looking up service account", 403)
+            return body
+        if method == "POST" and "dryRun" not in query:  # a create
+            made = f"{base}/{body['metadata']['name']}"
+            if made in self.objects:
+                raise KubeAPIError(f"{method} {path}: HTTP 409: already exists", 409)
+            self.objects[made] = body
             return body
         raise KubeAPIError(f"{method} {path}: HTTP 404: not found", 404)
 

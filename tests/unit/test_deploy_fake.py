@@ -20,15 +20,17 @@ from rke_py.deploy import status as status_module
 from rke_py.deploy import up as up_module
 from rke_py.deploy.desired import Desired, prepare
 from rke_py.deploy.remove import remove
+from rke_py.deploy.seeds import NAMESPACES, ROOT_CA
 from rke_py.deploy.session import Options
 from rke_py.deploy.up import plan, up
 from rke_py.errors import ApplyError, BusyError, ConnectError, HostError, PreflightError
 from rke_py.hosts.base import DockerError
 from rke_py.kube.api import KubeAPIError
+from rke_py.pki.bundle import CA
 from rke_py.plan.components import REGISTRY, Component, Placement
 from rke_py.plan.model import ContainerSpec, HealthCheck
-from rke_py.verify.checks import CLUSTER_CHECKS, Check, _node_checks, verify
-from tests.unit.fakehost import FakeConnector, FakeHost, World
+from rke_py.verify.checks import CLUSTER_CHECKS, Check, _cluster_checks, _node_checks, verify
+from tests.unit.fakehost import FakeConnector, FakeHost, FakeKube, World
 
 OPTIONS = Options(verify=False)
 THREE_NODES = """
@@ -157,7 +159,8 @@ def test_rbac_is_applied_before_the_kubelets_start_and_left_alone_after(tmp_path
     """Without the system:node binding no kubelet with RKE's certificate can register."""
     cluster = Cluster(tmp_path)
     planned = cluster.plan()
-    assert [(a.kind, a.target, a.reason) for a in planned.cluster_actions if a.phase == "objects"] == [
+    applied = [a for a in planned.cluster_actions if a.kind == "apply" and a.phase == "objects"]
+    assert [(a.kind, a.target, a.reason) for a in applied] == [
         ("apply", "clusterrolebinding/system:node", "the cluster is not running yet"),
         ("apply", "clusterrole/proxy-clusterrole-kubeapiserver", "the cluster is not running yet"),
         (
@@ -179,6 +182,33 @@ def test_rbac_is_applied_before_the_kubelets_start_and_left_alone_after(tmp_path
     kube.objects["/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/system:node"]["subjects"] = []
     [fix] = [a for a in cluster.plan().cluster_actions if a.phase == "objects"]
     assert (fix.target, fix.reason) == ("clusterrolebinding/system:node", "subjects differs")
+
+
+def test_a_new_clusters_namespaces_take_a_pod_before_the_controller_manager_gets_to_them(tmp_path):
+    """v1.28's controller manager may start its ServiceAccount and root-CA controllers after node IPAM's
+    fixed 10 s: `up` makes their objects, as they would, and leaves the ones they made first alone."""
+    cluster = Cluster(tmp_path)
+    cluster.world.kube = FakeKube(controllers_done=False)
+    seeds = [(a.target, a.reason) for a in cluster.plan().cluster_actions if a.kind == "seed"]
+    assert seeds == [
+        (f"{kind}/{ns}/{name}", "a new cluster: made before the controller manager gets to it")
+        for ns in NAMESPACES
+        for kind, name in (("serviceaccount", "default"), ("configmap", ROOT_CA))
+    ]
+    kube = cluster.world.kube
+    theirs = {"metadata": {"name": ROOT_CA, "labels": {"made-by": "the controller manager"}}}
+    kube.objects["/api/v1/namespaces/kube-public/configmaps/kube-root-ca.crt"] = theirs
+    cluster.up()
+    report = _cluster_checks(cluster.desired().config, {}, kube, [])
+    usable = [c for c in report.checks if c.name in ("namespace", "pod")]
+    assert len(usable) == 5 and all(c.ok for c in usable), usable
+    ca = cluster.desired().bundle[CA].cert_pem  # what rke-py writes as kube-ca.pem
+    made = kube.objects["/api/v1/namespaces/default/configmaps/kube-root-ca.crt"]
+    assert made["data"] == {"ca.crt": ca}  # what the controller manager reads from --root-ca-file
+    assert made["metadata"]["annotations"]["kubernetes.io/description"].startswith("Contains a CA bundle")
+    assert kube.objects["/api/v1/namespaces/kube-public/configmaps/kube-root-ca.crt"] is theirs
+    assert "POST /api/v1/namespaces/kube-node-lease/serviceaccounts?fieldManager=rke-py" in kube.calls
+    assert not [a for a in cluster.plan().cluster_actions if a.kind == "seed"]  # a running cluster's own
 
 
 def test_plan_lists_a_node_label_change_and_up_applies_it(tmp_path):

@@ -4,8 +4,9 @@ a pod is admitted. Until the controller-manager made them, a `kubectl run` is re
 from __future__ import annotations
 
 from rke_py.config.schema import ClusterConfig
+from rke_py.deploy.seeds import NAMESPACES
 from rke_py.kube.api import KubeAPIError
-from rke_py.verify.checks import NAMESPACES, _cluster_checks
+from rke_py.verify.checks import _cluster_checks
 from tests.unit.fakehost import FakeKube
 
 
