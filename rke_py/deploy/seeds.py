@@ -32,20 +32,23 @@ def seeds(root_ca: str) -> list[SeedObject]:
     is given as --root-ca-file."""
     made = []
     for namespace in NAMESPACES:
-        account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta("default", namespace)}
-        described = {**_meta(ROOT_CA, namespace), "annotations": {"kubernetes.io/description": DESCRIPTION}}
+        account = {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": "default", "namespace": namespace},
+        }
         config_map = {
             "apiVersion": "v1",
             "kind": "ConfigMap",
-            "metadata": described,
+            "metadata": {
+                "name": ROOT_CA,
+                "namespace": namespace,
+                "annotations": {"kubernetes.io/description": DESCRIPTION},
+            },
             "data": {"ca.crt": root_ca},
         }
         made += [SeedObject(obj=account, reason=REASON), SeedObject(obj=config_map, reason=REASON)]
     return made
-
-
-def _meta(name: str, namespace: str) -> dict[str, Any]:
-    return {"name": name, "namespace": namespace}
 
 
 def create(api: KubeAPI, obj: dict[str, Any]) -> None:
