@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar, cast
 
 import paramiko
 
@@ -51,9 +51,19 @@ REDIAL_PATIENCE_S = 60
 class _Transport(paramiko.Transport):
     """paramiko's reader thread wakes every 0.1 s to see whether its transport was closed: about a quarter
     of a millisecond of CPU each second per host, which a slow fresh `up` of many hosts pays for minutes.
-    `close()` does not wait for the reader, so waking once a second only lets a closed one linger longer."""
+    `close()` does not wait for the reader, so waking once a second only lets a closed one linger longer.
+
+    AES-GCM first (OpenSSH's choice too, after chacha20, which paramiko lacks): it authenticates each packet
+    in the cipher's one C call, where CTR with an HMAC adds the HMAC and paramiko's byte-by-byte Python
+    comparison of it, about a fifth of the CPU a run spends on its SSH packets. Servers without it
+    negotiate the others as before."""
 
     _active_check_timeout = 1.0
+    _preferred_ciphers = (
+        "aes128-gcm@openssh.com",
+        "aes256-gcm@openssh.com",
+        *(c for c in cast(Any, paramiko.Transport)._preferred_ciphers if "gcm" not in c),
+    )
 
 
 @dataclass(frozen=True)
