@@ -389,6 +389,8 @@ class Session:
         """The apiservers now run this run's certificates: ask them as this run's admin from now on."""
         with self._api_lock:
             if self._identity is not None:
+                if self._api is not None:
+                    self._api.close()
                 self._identity, self._api = None, None
 
     def verify(self, again: Report | None = None) -> Report:

@@ -14,7 +14,6 @@ import secrets
 import ssl
 import tempfile
 import threading
-import time
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -230,6 +229,74 @@ def peer_certificate(chan: paramiko.Channel, host: str, timeout: float) -> bytes
         chan.close()
 
 
+class Stale(HTTPProblem):
+    """A kept connection the server had closed while it was idle: nothing was asked on it, so the request
+    may go again on a new one."""
+
+
+class HTTPConnection:
+    """HTTP (TLS when `context` is given) over one open channel. A request asked with `keep` leaves it
+    open when the server allows (`reusable`): the next request to the same server then costs no channel,
+    no TLS handshake and no client signature, the bulk of a small request's CPU."""
+
+    def __init__(
+        self, chan: paramiko.Channel, host: str, port: int, context: ssl.SSLContext | None, timeout: float
+    ):
+        self._chan = chan
+        chan.settimeout(timeout)
+        try:
+            sock = _TLSChannel(chan, context, host) if context is not None else _PlainChannel(chan)
+        except ssl.SSLError as e:
+            chan.close()
+            raise HTTPProblem(f"TLS handshake failed: {e.reason or e}") from None
+        except TimeoutError:  # paramiko's says nothing
+            chan.close()
+            raise NoAnswer(f"no answer to the TLS handshake within {timeout:g} s") from None
+        self._http = http.client.HTTPConnection(host, port, timeout=timeout)
+        self._http.sock = sock  # http.client only needs sendall() and makefile() from it
+        self.reusable = False
+        self._asked = False
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        timeout: float,
+        body: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        keep: bool = False,
+    ) -> tuple[int, bytes]:
+        """(status, body); raises HTTPProblem (NoAnswer when the server took the request and gave no whole
+        answer in time, Stale on a kept connection the server had closed meanwhile)."""
+        kept, self._asked, self.reusable = self._asked, True, False
+        self._chan.settimeout(timeout)
+        headers = {**(headers or {}), **({} if keep else {"Connection": "close"})}
+        try:
+            self._http.request(method, path, body=body, headers=headers)
+            response = self._http.getresponse()
+            answer = response.status, response.read()
+        except ssl.SSLError as e:
+            raise HTTPProblem(f"TLS error: {e.reason or e}") from None
+        except TimeoutError:
+            raise NoAnswer(f"no answer within {timeout:g} s") from None
+        except (http.client.RemoteDisconnected, OSError) as e:
+            if kept:  # an idle connection the server let go: it closes those before reading a request
+                raise Stale("the server closed the kept connection") from None
+            if isinstance(e, http.client.RemoteDisconnected):
+                raise NoAnswer(f"bad HTTP response: {e!r}") from None
+            raise
+        except http.client.HTTPException as e:
+            raise NoAnswer(f"bad HTTP response: {e!r}") from None
+        # http.client forgets the socket of a response that closes; it must never dial one of its own
+        self.reusable = keep and self._http.sock is not None and not response.will_close
+        return answer
+
+    def close(self) -> None:
+        self._http.close()
+        self._chan.close()
+
+
 def http_request(
     chan: paramiko.Channel,
     host: str,
@@ -238,31 +305,10 @@ def http_request(
     *,
     context: ssl.SSLContext | None,
     timeout: float,
-    method: str = "GET",
-    body: bytes | None = None,
-    headers: dict[str, str] | None = None,
 ) -> tuple[int, bytes]:
-    """One HTTP request over an open channel (TLS when `context` is given); returns (status, body)."""
-    chan.settimeout(timeout)
-    deadline = time.monotonic() + timeout
+    """One GET over an open channel (TLS when `context` is given), which is closed after; (status, body)."""
+    conn = HTTPConnection(chan, host, port, context, timeout)
     try:
-        sock = _TLSChannel(chan, context, host) if context is not None else _PlainChannel(chan)
-    except ssl.SSLError as e:
-        raise HTTPProblem(f"TLS handshake failed: {e.reason or e}") from None
-    except TimeoutError:  # paramiko's says nothing
-        raise NoAnswer(f"no answer to the TLS handshake within {timeout:g} s") from None
-    conn = http.client.HTTPConnection(host, port, timeout=max(deadline - time.monotonic(), 0.1))
-    conn.sock = sock  # http.client only needs sendall() and makefile() from it
-    try:
-        conn.request(method, path, body=body, headers={**(headers or {}), "Connection": "close"})
-        response = conn.getresponse()
-        return response.status, response.read()
-    except ssl.SSLError as e:
-        raise HTTPProblem(f"TLS error: {e.reason or e}") from None
-    except http.client.HTTPException as e:
-        raise NoAnswer(f"bad HTTP response: {e!r}") from None
-    except TimeoutError:
-        raise NoAnswer(f"no answer within {timeout:g} s") from None
+        return conn.request("GET", path, timeout=timeout)
     finally:
         conn.close()
-        chan.close()

@@ -72,6 +72,9 @@ REQUEST_TIMEOUT = 30.0
 # node not reached, is down rather than busy: that fails at once, as callers asking "does it run yet" need.
 API_PATIENCE = 180.0
 BACKOFF = (1.0, 2.0, 4.0, 8.0, 15.0)
+# Connections kept open to each apiserver between requests: as many as requests go at once in a run (a
+# verify round's and the apply threads'), beyond which a connection is closed after its answer.
+KEPT_PER_SERVER = 8
 BUSY_STATUSES = frozenset({429, 502, 503, 504})  # too many requests, and the gateway and timeout answers
 
 
@@ -95,6 +98,55 @@ class KubeAPI:
         # apiVersion -> kind -> (plural, namespaced), from discovery
         self._resources: dict[str, dict[str, tuple[str, bool]]] = {}
         self._lock = threading.Lock()
+        self._idle: dict[str, list[channels.HTTPConnection]] = {}  # server -> connections kept open
+
+    def _exchange(
+        self, server: str, host: str, port: int, method: str, path: str, data: bytes | None, content_type: str
+    ) -> tuple[int, bytes]:
+        """One request on a connection kept open to `server` if one is idle, else (or if the server had
+        closed it meanwhile) on a new one."""
+        headers = {"Content-Type": content_type}
+        with self._lock:
+            idle = self._idle.get(server)
+            kept = idle.pop() if idle else None
+        if kept is not None:
+            try:
+                return self._ask(server, kept, method, path, data, headers)
+            except channels.Stale:
+                pass  # nothing was asked: a new connection asks
+        conn = channels.HTTPConnection(self.dial(host, port), host, port, self._ctx, self.timeout)
+        return self._ask(server, conn, method, path, data, headers)
+
+    def _ask(
+        self,
+        server: str,
+        conn: channels.HTTPConnection,
+        method: str,
+        path: str,
+        data: bytes | None,
+        headers: dict[str, str],
+    ) -> tuple[int, bytes]:
+        """The answer on `conn`, which is kept for the next request when the server allows, else closed."""
+        try:
+            answer = conn.request(method, path, timeout=self.timeout, body=data, headers=headers, keep=True)
+        except BaseException:
+            conn.close()
+            raise
+        with self._lock:
+            kept = self._idle.setdefault(server, [])
+            if conn.reusable and len(kept) < KEPT_PER_SERVER:
+                kept.append(conn)
+                return answer
+        conn.close()
+        return answer
+
+    def close(self) -> None:
+        """Close the kept connections."""
+        with self._lock:
+            idle, self._idle = self._idle, {}
+        for conns in idle.values():
+            for conn in conns:
+                conn.close()
 
     def request(
         self, method: str, path: str, body: Any = None, content_type: str = "application/json"
@@ -126,17 +178,7 @@ class KubeAPI:
             host, _, port = server.rpartition(":")
             host = host.strip("[]")
             try:
-                status, raw = channels.http_request(
-                    self.dial(host, int(port)),
-                    host,
-                    int(port),
-                    path,
-                    context=self._ctx,
-                    timeout=self.timeout,
-                    method=method,
-                    body=data,
-                    headers={"Content-Type": content_type},
-                )
+                status, raw = self._exchange(server, host, int(port), method, path, data, content_type)
             except channels.NoAnswer as exc:
                 busy_said = f"{server}: {exc}"
                 continue

@@ -263,6 +263,7 @@ class FakeKube(KubeAPI):
     def __init__(self, *, controllers_done: bool = True) -> None:
         self._resources = {}
         self._lock = threading.Lock()
+        self._idle = {}
         self.nodes: dict[str, dict[str, Any]] = {}
         self.objects: dict[str, dict[str, Any]] = {}
         self.calls: list[str] = []

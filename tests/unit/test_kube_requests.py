@@ -152,3 +152,66 @@ def test_a_refused_connection_fails_at_once_and_keeps_its_reason():
     with pytest.raises(KubeAPIError, match=r"\): \[Errno 111\] Connection refused$"):
         _api(dial).get("/api/v1/nodes")
     assert dialled == ["10.0.0.1", "10.0.0.2"]
+
+
+class KeptAPI(BusyAPI):
+    """An apiserver that keeps each connection open for further requests, as kube-apiserver does, and
+    lets one go after `lets_go_after` answers without a word (an idle connection closed)."""
+
+    def __init__(self, tmp_path, lets_go_after: int = 0):
+        super().__init__(tmp_path, [])
+        self.dialled = 0
+        self.lets_go_after = lets_go_after
+
+    def dial(self, host: str, port: int) -> socket.socket:
+        self.dialled += 1
+        return super().dial(host, port)
+
+    def _serve(self, raw: socket.socket) -> None:
+        with self.context.wrap_socket(raw, server_side=True) as tls, tls.makefile("rb") as requests:
+            answered = 0
+            while not self.lets_go_after or answered < self.lets_go_after:
+                line = requests.readline()
+                if not line:
+                    return
+                length = 0
+                while (header := requests.readline()) not in (b"\r\n", b""):
+                    if header.lower().startswith(b"content-length:"):
+                        length = int(header.split(b":")[1])
+                requests.read(length)
+                self.asked.append(line.split(b" ")[1].decode())
+                body = json.dumps({"items": []}).encode()
+                tls.sendall(f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+                answered += 1
+
+
+def test_requests_to_one_apiserver_share_one_connection_while_it_stays_open(tmp_path):
+    server = KeptAPI(tmp_path)
+    api = _api(server.dial)
+    for _ in range(3):
+        assert api.get("/api/v1/nodes") == {"items": []}
+    api.apply("/api/v1/namespaces/kube-system/configmaps/x", {"data": {}})
+    assert server.dialled == 1
+    assert len(server.asked) == 4
+
+
+def test_a_kept_connection_the_apiserver_let_go_is_replaced_without_failing_the_request(tmp_path):
+    server = KeptAPI(tmp_path, lets_go_after=1)
+    api = _api(server.dial)
+    for _ in range(3):
+        assert api.get("/api/v1/nodes") == {"items": []}
+    assert server.asked == ["/api/v1/nodes"] * 3
+    assert server.dialled == 3
+
+
+def test_an_answer_that_closes_its_connection_is_not_kept(tmp_path):
+    server = BusyAPI(tmp_path, [200, 200])  # each answer says "Connection: close"
+    dialled = []
+
+    def dial(host, port):
+        dialled.append(host)
+        return server.dial(host, port)
+
+    api = _api(dial)
+    assert api.get("/api/v1/nodes") == api.get("/api/v1/nodes") == {"items": []}
+    assert dialled == ["10.0.0.1", "10.0.0.1"]
