@@ -27,7 +27,7 @@ from rke_py.kube.api import KubeAPI, KubeAPIError
 from rke_py.pki.certs import CertKeyPair
 from rke_py.plan import nginx_proxy
 from rke_py.plan.components import BACKUP_PREFIX, REGISTRY, Component
-from rke_py.plan.model import ContainerSpec
+from rke_py.plan.model import ContainerSpec, FileSpec
 from rke_py.plan.registries import registry_of
 from rke_py.verify.health import wait_healthy
 
@@ -46,6 +46,15 @@ class Target:
     host: HostConnection
     facts: HostFacts
     prefix: str = "/"
+    written: dict[str, str] = field(default_factory=dict)  # path -> sha256 of what this run wrote there
+
+    def write_files(self, files: Sequence[FileSpec]) -> None:
+        self.host.write_files(files)
+        self.written.update((f.path, f.sha256) for f in files)
+
+    def file_hashes(self) -> dict[str, str | None]:
+        """What each file observed or written holds now, as far as this run knows: verify need not ask."""
+        return {**self.facts.file_hashes, **self.written}
 
     @property
     def address(self) -> str:
@@ -122,7 +131,7 @@ class Applier:
             log.debug("%s: %s", target.address, action.describe())
         try:
             with self.slots:
-                target.host.write_files([action.file for action in actions])
+                target.write_files([action.file for action in actions])
         except DockerError as exc:
             raise ApplyError(target.address, f"files: write {len(actions)} files", str(exc)) from exc
 
@@ -130,14 +139,14 @@ class Applier:
         docker = target.host.docker
         match action:
             case a.WriteFile(file=f):
-                target.host.write_files([f])
+                target.write_files([f])
             case a.PullImage(image=image):
                 self._pull(target, image)
             case a.RemoveContainer(id=cid):
                 remove_if_present(docker, cid)
             case a.RotateProxy(conf=conf, rkes=rkes):
                 if not rkes:
-                    target.host.write_files([conf])
+                    target.write_files([conf])
                 code, output = docker.exec(nginx_proxy.NAME, nginx_proxy.reload_command(conf, rkes))
                 if code != 0:
                     raise DockerError(f"nginx reload failed: {output.strip()}")

@@ -410,6 +410,7 @@ class Session:
             workloads,
             self.options.concurrency,
             again,
+            {a: t.file_hashes() for a, t in self.targets.items()},
         )
         report.checks[:0] = [Check("host", e.host, False, e.detail) for e in self.unreachable]
         return report

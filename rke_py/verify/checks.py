@@ -87,13 +87,15 @@ def verify(
     workloads: Sequence[tuple[str, dict[str, Any]]],
     concurrency: int,
     again: Report | None = None,
+    known: Mapping[str, Mapping[str, str | None]] | None = None,
 ) -> Report:
     """Run every check. `hosts` maps node address → host (hosts missing from it were reported
     unreachable by the caller); `hostnames` address → the host's own name; `workloads` (add-on name,
     DaemonSet or Deployment) are the add-ons' rollouts to check; `concurrency` nodes are probed at once,
     while the API's answers (leases, Nodes, rollouts) are read beside them. With `again`, an earlier
     report, a node all of whose checks passed there keeps them: `up` waiting for the cluster to settle
-    asks the API again each round, and probes only the nodes that still fail."""
+    asks the API again each round, and probes only the nodes that still fail. `known`: node address →
+    the file hashes the run already knows there (observed, or written since); only others are read."""
     report = Report()
     passed = _passed_nodes(again) if again else {}
     reachable = [n for n in config.nodes if n.address in hosts and n.address not in passed]
@@ -105,7 +107,10 @@ def verify(
     ):
         cluster = api_side.submit(_cluster_checks, config, hostnames, api, workloads)
         per_node = pool.map(
-            lambda n: _node_checks(plan.node(n.address), bundle, hosts[n.address], beside), reachable
+            lambda n: _node_checks(
+                plan.node(n.address), bundle, hosts[n.address], beside, (known or {}).get(n.address, {})
+            ),
+            reachable,
         )
         done = dict(zip((n.address for n in reachable), per_node, strict=True))
         for node in config.nodes:
@@ -208,17 +213,23 @@ def _rollout(addon: str, workload: dict[str, Any], api: KubeAPI) -> Check:
 
 
 def _node_checks(
-    node: NodePlan, bundle: Mapping[str, CertKeyPair], host: HostConnection, beside: Executor
+    node: NodePlan,
+    bundle: Mapping[str, CertKeyPair],
+    host: HostConnection,
+    beside: Executor,
+    known: Mapping[str, str | None],
 ) -> list[Check]:
     """Every health check the node's containers have, fetched from the node itself, in start order. A
     container that answers is not enough: the files it reads must be the planned ones (a proxy whose
     nginx.conf lists old controlplanes answers too). The probes (run by `beside`) and the hashes (read here
     meanwhile) travel side by side on the host's one connection: a node costs one round of them, not one
-    after another, and one hand-off to another thread fewer."""
+    after another, and one hand-off to another thread fewer. Hashes in `known` are not asked again."""
     files = {f.path: f.sha256 for f in node.files}
     specs = [spec for spec in node.containers if spec.health is not None]
     probes = [beside.submit(probe, host, spec.health, bundle) for spec in specs if spec.health]
-    on_host = host.file_hashes(sorted({p for spec in node.containers for p in spec.files}))
+    paths = {p for spec in node.containers for p in spec.files}
+    unknown = sorted(paths - known.keys())
+    on_host = {**known, **(host.file_hashes(unknown) if unknown else {})}
     checks = []
     for spec, answer in zip(specs, probes, strict=True):
         ok, detail, _, busy = answer.result()

@@ -797,6 +797,40 @@ def test_verify_again_probes_only_the_nodes_that_failed_and_keeps_the_rows_of_th
     assert probes(second) == [(name, target, True) for name, target, _ in probes(first)]
 
 
+def test_verify_reads_only_the_file_hashes_the_run_does_not_know(tmp_path):
+    """A component answering is not enough: a file it reads that is not as planned fails its check. What
+    the run observed or wrote is known, so verify asks the host only about the rest."""
+    cluster = Cluster(tmp_path)
+    cluster.up()
+    desired = cluster.desired()
+    host = cluster.host("10.0.0.2")
+    node = desired.plan.node("10.0.0.2")
+    kubelet = next(spec for spec in node.containers if spec.name == "kubelet")
+    planned = {f.path: f.sha256 for f in node.files}
+    tampered = kubelet.files[0]
+    host.files[tampered] = ("0" * 64, host.files[tampered][1])
+    asked: list[list[str]] = []
+    answered = host.file_hashes
+
+    def counted(paths: list[str]) -> dict[str, str | None]:
+        asked.append(paths)
+        return answered(paths)
+
+    host.file_hashes = counted  # type: ignore[method-assign]
+
+    def kubelet_check(known: dict[str, str | None]):
+        args = (desired.config, desired.plan, desired.bundle, {"10.0.0.2": host}, {}, cluster.world.kube)
+        report = verify(*args, [], 4, known={"10.0.0.2": known})
+        return next(c for c in report.checks if c.name == "kubelet")
+
+    read = kubelet_check({})
+    assert not read.ok and read.detail == f"{tampered} not as planned (re-run `rke-py up`)"
+    assert tampered in asked[0]
+    asked.clear()
+    assert kubelet_check(planned).ok  # as the run wrote it: nothing to ask
+    assert asked == []
+
+
 @pytest.mark.parametrize(("api_timeout", "waited"), [(0, 45), (120, 120)])
 def test_up_waits_for_the_cluster_to_settle_as_long_as_api_calls_are_retried(
     tmp_path, monkeypatch, api_timeout, waited
