@@ -50,8 +50,7 @@ class Host:
     def write_files(self, files: Sequence[FileSpec]) -> None:
         """Replace each file atomically: over SFTP as root, else all of them through the helper container."""
         if self.files is None:
-            for f in files:
-                self.conn.write_file(f.path, f.content, f.mode)
+            self.conn.write_files([(f.path, f.content, f.mode) for f in files])
         else:
             self.files.write_files(files)
 

@@ -17,7 +17,7 @@ import socket
 import stat
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
@@ -444,26 +444,39 @@ class Connection:
                 ) from None
         return self._sftp
 
-    def write_file(self, path: str, content: bytes, mode: int) -> None:
-        """Replace `path` atomically: a temp file created with `mode` before any byte is written, then
-        renamed over the target, so readers never see a partial file and secrets are never world-readable.
-        """
-        tmp = f"{path}.rke-py-tmp"
+    def write_files(self, files: Iterable[tuple[str, bytes, int]]) -> None:
+        """Replace each (path, content, mode) atomically: a temp file created with `mode` before any byte is
+        written, then renamed over the target, so readers never see a partial file and secrets are never
+        world-readable. A directory is looked up (and made) once for all its files."""
         with self._sftp_lock:
             sftp = self._sftp_client()
-            try:
-                self._makedirs(sftp, os.path.dirname(path))
-                with contextlib.suppress(FileNotFoundError):
-                    sftp.remove(tmp)  # a leftover of an interrupted run; "x" below refuses to follow it
-                with sftp.open(tmp, "wxb") as f:
-                    f.chmod(mode)
-                    f.write(content)  # not pipelined: paramiko then drops the write's error (a full disk)
-                sftp.posix_rename(tmp, path)
-            except OSError as e:
-                if not self.transport.is_active():
-                    raise self._error("write", f"cannot write {path}: connection lost ({e})") from None
-                why = self._why(e.strerror or str(e), path, content)  # the host refused: a failed step
-                raise HostError(self.host, "write", f"cannot write {path}: {why}") from None
+            there: set[str] = set()
+            for path, content, mode in files:
+                try:
+                    directory = os.path.dirname(path)
+                    if directory not in there:
+                        self._makedirs(sftp, directory)
+                        there.add(directory)
+                    self._replace(sftp, path, content, mode)
+                except OSError as e:
+                    if not self.transport.is_active():
+                        raise self._error("write", f"cannot write {path}: connection lost ({e})") from None
+                    why = self._why(e.strerror or str(e), path, content)  # the host refused: a failed step
+                    raise HostError(self.host, "write", f"cannot write {path}: {why}") from None
+
+    @staticmethod
+    def _replace(sftp: paramiko.SFTPClient, path: str, content: bytes, mode: int) -> None:
+        tmp = f"{path}.rke-py-tmp"
+        try:
+            f = sftp.open(tmp, "wxb")
+        except OSError:  # a leftover of an interrupted run, which "x" refuses (and so never follows a link)
+            with contextlib.suppress(FileNotFoundError):
+                sftp.remove(tmp)
+            f = sftp.open(tmp, "wxb")
+        with f:
+            f.chmod(mode)
+            f.write(content)  # not pipelined: paramiko then drops the write's error (a full disk)
+        sftp.posix_rename(tmp, path)
 
     def _why(self, failed: str, path: str, content: bytes) -> str:
         """SFTP says "Failure" for most errors, a full disk among them: which it was, asked of the host."""

@@ -198,7 +198,7 @@ def test_one_transport_serves_commands_files_and_docker(sshd):
         node = ssh_target(config.nodes[0], config)
         first = conns.get(node)
         assert first.run("echo hello").stdout == b"hello\n"
-        first.write_file(f"{sshd.dir}/reuse/a", b"a", 0o644)
+        first.write_files([(f"{sshd.dir}/reuse/a", b"a", 0o644)])
         assert conns.host(node, DOCKER_SOCK).docker.api.ping()
         assert conns.get(node) is first
         assert conns.get(node).transport is first.transport
@@ -500,15 +500,38 @@ def test_a_lost_bastion_is_dialled_again_for_the_hosts_behind_it(sshd):
 
 def test_write_file_is_atomic_private_and_creates_parents(conn, tmp_path):
     path = tmp_path / "etc" / "kubernetes" / "ssl" / "kube-ca-key.pem"
-    conn.write_file(str(path), b"first", 0o600)
+    conn.write_files([(str(path), b"first", 0o600)])
     assert path.read_bytes() == b"first"
     assert path.stat().st_mode & 0o777 == 0o600
     assert (tmp_path / "etc" / "kubernetes").stat().st_mode & 0o777 == 0o755
     with open(path, "rb") as reader:  # a reader of the old file keeps the old content
-        conn.write_file(str(path), b"second", 0o600)
+        conn.write_files([(str(path), b"second", 0o600)])
         assert reader.read() == b"first"
     assert path.read_bytes() == b"second"
     assert not Path(f"{path}.rke-py-tmp").exists()
+
+
+def test_files_written_together_get_their_own_modes_and_directories(conn, tmp_path):
+    ssl, proxy = tmp_path / "kubernetes" / "ssl", tmp_path / "kubernetes" / "nginx-proxy"
+    ssl.mkdir(parents=True)
+    Path(f"{ssl}/kube-ca.pem.rke-py-tmp").write_bytes(b"left by a run cut off")
+    conn.write_files(
+        [
+            (f"{ssl}/kube-ca.pem", b"ca", 0o644),
+            (f"{ssl}/kube-node-key.pem", b"key", 0o600),
+            (f"{proxy}/nginx.conf", b"conf", 0o644),
+        ]
+    )
+    written = {
+        p.relative_to(tmp_path).as_posix(): (p.read_bytes(), p.stat().st_mode & 0o777)
+        for p in sorted(tmp_path.rglob("*"))
+        if p.is_file()
+    }
+    assert written == {
+        "kubernetes/nginx-proxy/nginx.conf": (b"conf", 0o644),
+        "kubernetes/ssl/kube-ca.pem": (b"ca", 0o644),
+        "kubernetes/ssl/kube-node-key.pem": (b"key", 0o600),
+    }
 
 
 def test_write_file_does_not_follow_a_planted_temp_symlink(conn, tmp_path):
@@ -516,7 +539,7 @@ def test_write_file_does_not_follow_a_planted_temp_symlink(conn, tmp_path):
     victim.write_bytes(b"untouched")
     target = tmp_path / "config"
     Path(f"{target}.rke-py-tmp").symlink_to(victim)
-    conn.write_file(str(target), b"secret", 0o600)
+    conn.write_files([(str(target), b"secret", 0o600)])
     assert victim.read_bytes() == b"untouched"
     assert target.read_bytes() == b"secret"
     assert target.stat().st_mode & 0o777 == 0o600
