@@ -7,19 +7,26 @@ Rows `{hosts, operation, wall_s, cpu_s, cpu_ms_per_host}` for a fresh `up`, a no
 `status` (cpu_s: user+sys of the rke-py process; cpu_ms_per_host: the slope, on the rows of the larger
 size). `--profile` builds one more lab of the smaller size and runs each operation there under yappi (CPU
 clock, every thread, C functions included), then prints where the CPU went by kind; yappi slows Python
-code more than C, so the shares are read as an order, not as times.
-Run: python benchmarks/bench_transport.py [--sizes 24,48] [--output json] [--profile]
+code more than C, so the shares are read as an order, not as times. `--operations` times instead, one host
+after another on a lab of the smaller size, each kind of request a run makes (CPU per request, medians of
+`--repeat` rounds; the SSH packets each one received): the cost model the slopes add up from.
+Run: python benchmarks/bench_transport.py [--sizes 24,48] [--output json] [--profile | --operations]
 Needs the lab (scripts/bootstrap), and yappi for --profile (`pip install -e .[bench]`); asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import statistics
 import subprocess
 import sys
+import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's rke_py, for --profiled
 from bench_up import rke_py
@@ -109,11 +116,85 @@ def profile(hosts: int) -> dict[str, dict[str, float]]:
     return out
 
 
+def _requests(host: Any, pull: str) -> dict[str, Callable[[], object]]:
+    """What a run asks a host, one request of each kind (`host`: a connected `rke_py.hosts.host.Host`)."""
+    from rke_py.errors import ConnectError
+    from rke_py.plan.model import FileSpec
+
+    scratch = FileSpec("/tmp/rke-py-bench/scratch", b"x" * 2000)  # a certificate's size
+
+    def refused() -> None:
+        with contextlib.suppress(ConnectError):  # the refusal is the point
+            host.conn.open_tcp("127.0.0.1", 1)
+
+    def pulled() -> None:
+        host.docker.pull(pull, None)
+        host.docker.api.remove_image(pull)  # as it was: the next round pulls it again
+
+    pulls = {} if pull in host.docker.image_tags() else {"Docker: pull an image (and remove it)": pulled}
+    return {
+        "Docker: list containers": lambda: host.docker.containers("io.rancher.rke.container.name"),
+        "Docker: inspect a container": lambda: host.docker.api.inspect_container("kubelet"),
+        **pulls,
+        "command (exec channel)": lambda: host.run("true"),
+        "file written (SFTP)": lambda: host.write_files([scratch]),
+        "probe over HTTP": lambda: host.http_get("http://localhost:10248/healthz"),
+        "probe over TLS": lambda: host.https_get("https://localhost:10250/healthz"),
+        "channel refused (a port not open yet)": refused,
+    }
+
+
+def operations(hosts: int, repeat: int) -> list[dict[str, object]]:
+    """CPU and SSH packets received per request of each kind, over every host of a lab of its own."""
+    import yaml
+
+    from rke_py.cli import run  # noqa: F401  (the CLI's import order: the packages import each other)
+    from rke_py.hosts.connections import Connections
+    from rke_py.hosts.hostkeys import HostKeyStore
+    from rke_py.hosts.ssh import SSHTarget
+
+    name = f"transport{hosts}-operations"
+    cluster_yml = lab(hosts, name)
+    try:
+        rke_py("up", "--config", cluster_yml)
+        config = yaml.safe_load(Path(cluster_yml).read_text())
+        # an image only etcd hosts have: the others can pull it, and remove it again
+        pull = f"{config['private_registries'][0]['url']}/{config['system_images']['etcd']}"
+        spent: dict[str, list[float]] = {}
+        packets: dict[str, list[int]] = {}
+        known_hosts = str(Path(cluster_yml).with_name("known_hosts"))
+        with Connections(host_keys=HostKeyStore({}, known_hosts)) as conns:
+            for node in config["nodes"]:
+                target = SSHTarget(node["address"], 22, node["user"], ssh_key_path=config["ssh_key_path"])
+                started = time.process_time()
+                host = conns.host(target)
+                spent.setdefault("login and Docker version", []).append(time.process_time() - started)
+                packetizer = host.conn.transport.packetizer
+                for kind, request in _requests(host, pull).items():
+                    for _ in range(repeat):
+                        seen, started = packetizer._Packetizer__received_packets, time.process_time()
+                        request()
+                        spent.setdefault(kind, []).append(time.process_time() - started)
+                        packets.setdefault(kind, []).append(packetizer._Packetizer__received_packets - seen)
+    finally:
+        rke_py("lab", "down", "--name", name)
+    return [
+        {
+            "operation": kind,
+            "cpu_ms": round(statistics.median(times) * 1000, 2),
+            "packets_in": statistics.median(packets[kind]) if kind in packets else None,
+        }
+        for kind, times in spent.items()
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="24,48", help="two lab sizes, hosts")
     parser.add_argument("--output", choices=("text", "json"), default="text")
     parser.add_argument("--profile", action="store_true", help="where the CPU goes, at the smaller size")
+    parser.add_argument("--operations", action="store_true", help="CPU per request, at the smaller size")
+    parser.add_argument("--repeat", type=int, default=5, help="rounds of each request per host")
     parser.add_argument("--profiled", action="store_true", help=argparse.SUPPRESS)  # a child: one command
     args, rest = parser.parse_known_args()
     if args.profiled:
@@ -121,6 +202,15 @@ def main() -> None:
         return
     small, large = sorted(int(s) for s in args.sizes.split(","))
     rke_py("lab", "images")  # build and cache images outside the timings
+    if args.operations:
+        costs = operations(small, args.repeat)
+        if args.output == "json":
+            print(json.dumps(costs))
+            return
+        print(f"{'request':>40} | {'cpu_ms':>7} | packets_in")
+        for row in costs:
+            print(f"{row['operation']!s:>40} | {row['cpu_ms']!s:>7} | {row['packets_in']}")
+        return
     rows = measure(small) + measure(large)
     at = {(r["hosts"], r["operation"]): r for r in rows}
     for operation in OPERATIONS:
