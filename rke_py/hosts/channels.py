@@ -230,8 +230,9 @@ def peer_certificate(chan: paramiko.Channel, host: str, timeout: float) -> bytes
 
 
 class Stale(HTTPProblem):
-    """A kept connection the server had closed while it was idle: nothing was asked on it, so the request
-    may go again on a new one."""
+    """A kept connection the server closed without answering: servers close idle ones, which a new request
+    can cross, so the request goes again on a new connection. What rke-py asks bears that: reads, applies,
+    and creations and evictions that take "already exists" and "gone" as done."""
 
 
 class HTTPConnection:
@@ -281,7 +282,7 @@ class HTTPConnection:
         except TimeoutError:
             raise NoAnswer(f"no answer within {timeout:g} s") from None
         except (http.client.RemoteDisconnected, OSError) as e:
-            if kept:  # an idle connection the server let go: it closes those before reading a request
+            if kept:  # most likely an idle connection the server let go as the request went out
                 raise Stale("the server closed the kept connection") from None
             if isinstance(e, http.client.RemoteDisconnected):
                 raise NoAnswer(f"bad HTTP response: {e!r}") from None
