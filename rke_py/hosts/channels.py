@@ -247,12 +247,13 @@ class HTTPConnection:
         chan.settimeout(timeout)
         try:
             sock = _TLSChannel(chan, context, host) if context is not None else _PlainChannel(chan)
-        except ssl.SSLError as e:
+        except BaseException as e:  # the channel is this object's to close from the start
             chan.close()
-            raise HTTPProblem(f"TLS handshake failed: {e.reason or e}") from None
-        except TimeoutError:  # paramiko's says nothing
-            chan.close()
-            raise NoAnswer(f"no answer to the TLS handshake within {timeout:g} s") from None
+            if isinstance(e, ssl.SSLError):
+                raise HTTPProblem(f"TLS handshake failed: {e.reason or e}") from None
+            if isinstance(e, TimeoutError):  # paramiko's says nothing
+                raise NoAnswer(f"no answer to the TLS handshake within {timeout:g} s") from None
+            raise
         self._http = http.client.HTTPConnection(host, port, timeout=timeout)
         self._http.sock = sock  # http.client only needs sendall() and makefile() from it
         self.reusable = False
