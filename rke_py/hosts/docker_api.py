@@ -165,7 +165,7 @@ class NodeAPIClient(docker.APIClient):
         inner._custom_adapter = adapter
         self.mount("http+docker://", adapter)
         # No proxy, netrc or CA bundle from the environment can apply to a channel to the node's socket;
-        # looking for them scans the whole environment on every request, a third of a call's CPU.
+        # looking for them scanned the whole environment on every request.
         self.trust_env = False
         self.base_url = _BASE_URL
         self.transport_kind = transport_kind  # "streamlocal" or "dial-stdio"

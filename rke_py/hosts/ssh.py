@@ -55,8 +55,8 @@ class _Transport(paramiko.Transport):
 
     AES-GCM first (OpenSSH's choice too, after chacha20, which paramiko lacks): it authenticates each packet
     in the cipher's one C call, where CTR with an HMAC adds the HMAC and paramiko's byte-by-byte Python
-    comparison of it, about a fifth of the CPU a run spends on its SSH packets. Servers without it
-    negotiate the others as before."""
+    comparison of it (small requests, one after another: a seventh less CPU). Servers without it negotiate
+    the others as before."""
 
     _active_check_timeout = 1.0
     _preferred_ciphers = (

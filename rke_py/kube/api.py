@@ -114,7 +114,7 @@ class KubeAPI:
             try:
                 return self._ask(server, kept, method, path, data, headers)
             except channels.Stale:
-                pass  # nothing was asked: a new connection asks
+                pass  # the server let it go: a new connection asks again
         conn = channels.HTTPConnection(self.dial(host, port), host, port, self._ctx, self.timeout)
         return self._ask(server, conn, method, path, data, headers)
 
