@@ -188,6 +188,8 @@ class Session:
                 target.host.docker.info()
             except DockerError as exc:
                 stopped.extend([exc] if exc.stopped else [])
+            except HostError:
+                pass  # the host itself cannot be reached again (a restart): its step's error stands
 
         asking = threading.Thread(target=probe, daemon=True)
         asking.start()

@@ -707,7 +707,7 @@ def test_a_node_whose_docker_stopped_names_docker_before_the_components_it_took_
     desired = cluster.desired()
     with ThreadPoolExecutor(max_workers=8) as beside:
         checks = {
-            a: _node_checks(desired.plan.node(a), desired.bundle, cluster.host(a), beside)
+            a: _node_checks(desired.plan.node(a), desired.bundle, cluster.host(a), beside, {})
             for a in ("10.0.0.1", "10.0.0.2")
         }
     first, *rest = checks["10.0.0.2"]
@@ -877,6 +877,26 @@ def test_a_step_failing_where_docker_stopped_says_docker_first_and_what_failed_a
         "stopped?): start it, then run again"
     )
     assert what.startswith("start ") and what.endswith(": 500"), said
+
+
+def test_a_step_failing_on_a_host_that_cannot_be_reached_again_keeps_its_own_error(tmp_path, monkeypatch):
+    """A host restarting as a step fails there: asking its Docker whether it stopped cannot even log in
+    again, which leaves the step's error as it was, and prints no thread's traceback."""
+    cluster = Cluster(tmp_path)
+    cluster.up()
+    docker = cluster.host("10.0.0.2").docker
+    restarting = ConnectError("10.0.0.2", "ssh", "SSH handshake on port 22 failed: no SSH banner within 10s")
+    monkeypatch.setattr(docker, "info", lambda: (_ for _ in ()).throw(restarting))
+    broke = DockerError("start kubelet: the connection to Docker broke before it answered")
+    monkeypatch.setattr(docker, "start", lambda container: (_ for _ in ()).throw(broke))
+    uncaught: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: uncaught.append(args.exc_value))
+    cluster.write(THREE_NODES + "    services: {kubelet: {extra_args: {v: '3'}}}\n")
+    with pytest.raises(HostError) as failure:
+        cluster.up()
+    assert str(failure.value).endswith("start kubelet: the connection to Docker broke before it answered")
+    assert "Docker stopped" not in str(failure.value)
+    assert uncaught == []
 
 
 def test_a_host_whose_only_change_is_a_file_it_cannot_write_fails_the_run_before_the_state_says_done(
