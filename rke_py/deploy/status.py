@@ -19,6 +19,9 @@ from rke_py.verify.checks import CLUSTER_CHECKS, Check, Report
 
 log = logging.getLogger("rke_py.deploy")
 BUSY_PAUSE = 1.0  # seconds between rounds for checks that got no answer (each already waited 5 s)
+# Seconds a leader lease may take to be renewed once a stalled apiserver answers again: a lease's term
+# (Kubernetes' default), where its holder retries every 2 s.
+LEASE_GRACE = 15.0
 
 
 class ConnectWhatAnswers(Phase):
@@ -41,17 +44,23 @@ class Verify(Phase):
     def run(self) -> None:
         """The checks once; those a busy server gave no answer to in time asked again, each time logged,
         while the Kubernetes API answers and --api-timeout allows: a slow host's apiserver stalls for
-        seconds at a time, and that is not a failure. A refusal or a wrong answer is reported at once, and
-        so is every check of a cluster whose API answers nothing (its certificates expired, say)."""
+        seconds at a time, and that is not a failure. Nor is a leader lease its holder could not renew
+        while its apiserver stalled: once no check is busy, such leases get LEASE_GRACE to be renewed. A
+        refusal or a wrong answer is reported at once, and so is every check of a cluster whose API answers
+        nothing (its certificates expired, say)."""
         deadline = time.monotonic() + self.session.options.api_timeout
         report = self.session.verify()
-        while (
-            (busy := [c for c in report.checks if c.busy])
-            and _api_answers(report)
-            and time.monotonic() < deadline
-        ):
-            named = "; ".join(f"{c.name} {c.target}" for c in busy)
-            log.info("no answer in time from %s; asking again", named)
+        renewing_until = 0.0  # after a stall, until when stale leases are waited for
+        while _api_answers(report) and time.monotonic() < deadline:
+            stale = any(c.name == "lease" and not c.ok for c in report.checks)
+            if busy := [c for c in report.checks if c.busy]:
+                renewing_until = time.monotonic() + LEASE_GRACE
+                named = "; ".join(f"{c.name} {c.target}" for c in busy)
+                log.info("no answer in time from %s; asking again", named)
+            elif stale and time.monotonic() < renewing_until:
+                log.info("leader leases not renewed while the apiserver stalled; asking again")
+            else:
+                break
             time.sleep(BUSY_PAUSE)
             report = self.session.verify(again=report)
         self.report = report

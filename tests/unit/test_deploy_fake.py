@@ -740,11 +740,15 @@ def test_status_asks_a_busy_apiserver_again_and_reports_a_stopped_one_at_once(
     apiserver = next(c for c in host.docker.by_id.values() if c.name == "kube-apiserver")
     apiserver.running = bool(stalls)  # with none, it is stopped: nothing listens
     monkeypatch.setattr(status_module, "BUSY_PAUSE", 0)
+    monkeypatch.setattr(status_module, "LEASE_GRACE", 0.5)  # the fake API holds no leases: they never renew
     caplog.set_level(logging.INFO)
     started = time.monotonic()
     report = status_module.status(cluster.desired(), Options(), FakeConnector(cluster.world))
     row = next(c for c in report.checks if (c.name, c.target) == ("kube-apiserver", "10.0.0.1"))
     asked_again = caplog.text.count("no answer in time from kube-apiserver 10.0.0.1; asking again")
+    # leases its holders could not renew while the apiserver stalled are waited for, a lease term at most
+    waited_for_leases = "leader leases not renewed while the apiserver stalled" in caplog.text
+    assert waited_for_leases == bool(stalls and api)
     if stalls and api:
         assert row.ok and asked_again == stalls
     elif stalls:
