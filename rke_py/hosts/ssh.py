@@ -577,8 +577,6 @@ class Connection:
         except (OSError, paramiko.SSHException, channels.HTTPProblem) as e:
             error = BusyError if isinstance(e, channels.NoAnswer) else ConnectError
             raise error(self.host, "http", f"GET {url} from the node failed: {e}") from None
-        finally:
-            chan.close()
 
 
 def _feed(chan: paramiko.Channel, data: bytes) -> None:
