@@ -95,6 +95,8 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(f"error: {exc}" if not getattr(exc, "problems", None) else str(exc), err=True)
         sys.exit(exc.exit_status)
     except (click.exceptions.Abort, KeyboardInterrupt) as exc:  # click turns Ctrl-C into Abort
+        if isinstance(exc.__cause__, EOFError):  # and any EOFError, which is a bug, not a Ctrl-C
+            raise exc.__cause__ from None
         _stopped(_interruption(exc) or KeyboardInterrupt())
     except click.ClickException as exc:
         exc.show()

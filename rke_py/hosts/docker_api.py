@@ -288,8 +288,8 @@ class HostDocker:
         except requests.exceptions.ConnectionError as e:
             lost = f"the host, its network or its SSH session was lost; {_last(e)}"
             raise DockerError(f"{what}: the connection to Docker broke before it answered ({lost})") from e
-        except (docker.errors.DockerException, OSError, paramiko.SSHException) as e:
-            raise DockerError(f"{what}: {e}") from e
+        except (docker.errors.DockerException, OSError, paramiko.SSHException, EOFError) as e:
+            raise DockerError(f"{what}: {str(e) or type(e).__name__}") from e
 
     def negotiate(self, version: str) -> None:
         """The API version to speak: `version`, or with "auto" the daemon's own, as docker-py negotiates;

@@ -224,6 +224,8 @@ def _authenticate(transport: paramiko.Transport, target: SSHTarget, keys: KeyLoa
             tried.append(f"{what} (rejected)")
         except paramiko.SSHException as e:
             tried.append(f"{what} ({e})")
+        except EOFError:  # the transport's own exception, re-raised: the server closed the connection
+            tried.append(f"{what} (the server closed the connection)")
         return False
 
     def with_key() -> bool:
@@ -259,7 +261,7 @@ def _authenticate(transport: paramiko.Transport, target: SSHTarget, keys: KeyLoa
                 try:
                     transport.auth_publickey(target.user, key)
                     return True
-                except paramiko.SSHException:
+                except (paramiko.SSHException, EOFError):
                     continue
             tried.append(f"agent: {len(agent_keys)} key{'s' * (len(agent_keys) != 1)}, all rejected")
             return False
@@ -396,7 +398,10 @@ class Connection:
             if transport.is_active() and isinstance(e, paramiko.SSHException):
                 raise  # e.g. a timeout on a connection that still answers
             transport.close()
-            return open_on(self._live())
+            try:
+                return open_on(self._live())
+            except EOFError as again:  # the new connection closed too: paramiko re-raises its EOFError
+                raise paramiko.SSHException("the server closed the connection") from again
 
     # commands
 
@@ -408,6 +413,15 @@ class Connection:
     def _run(self, cmd: str, input: bytes | None, timeout: float) -> Completed:
         chan = self._session(timeout)
         try:
+            self._start(chan, cmd, input)
+            return _collect(
+                chan, timeout, lambda: self._error("exec", f"{cmd!r} timed out after {timeout:g}s")
+            )
+        finally:
+            chan.close()
+
+    def _start(self, chan: paramiko.Channel, cmd: str, input: bytes | None) -> None:
+        try:
             if input is not None:
                 chan.exec_command(cmd)
                 feeder = threading.Thread(target=_feed, args=(chan, input), daemon=True)
@@ -417,17 +431,15 @@ class Connection:
                 # channel as it exits, and an EOF paramiko sends after answering that close names a channel
                 # sshd has freed, for which sshd drops the whole connection.
                 chan.exec_command(f"exec </dev/null; {cmd}")
-            return _collect(
-                chan, timeout, lambda: self._error("exec", f"{cmd!r} timed out after {timeout:g}s")
-            )
-        finally:
-            chan.close()
+        except (paramiko.SSHException, EOFError) as e:  # the connection went as the command was sent
+            why = str(e) or "the server closed the connection"
+            raise self._error("exec", f"cannot run {cmd!r}: {why}") from None
 
     def _session(self, timeout: float) -> paramiko.Channel:
         try:
             return self.opened(lambda t: t.open_session(timeout=timeout))
         except (paramiko.SSHException, EOFError, OSError) as e:
-            raise self._error("exec", f"cannot open an SSH session: {e or 'connection lost'}") from None
+            raise self._error("exec", f"cannot open an SSH session: {str(e) or 'connection lost'}") from None
 
     def _error(self, step: str, message: str) -> ConnectError:
         return ConnectError(self.host, step, message)
@@ -458,6 +470,8 @@ class Connection:
                         self._makedirs(sftp, directory)
                         there.add(directory)
                     self._replace(sftp, path, content, mode)
+                except (paramiko.SSHException, EOFError) as e:  # SFTP's "Server connection dropped"
+                    raise self._error("write", f"cannot write {path}: connection lost ({e})") from None
                 except OSError as e:
                     if not self.transport.is_active():
                         raise self._error("write", f"cannot write {path}: connection lost ({e})") from None
@@ -513,8 +527,9 @@ class Connection:
                     return f.read()
             except FileNotFoundError:
                 return None
-            except OSError as e:
-                raise self._error("read", f"cannot read {path}: {e.strerror or e}") from None
+            except (OSError, paramiko.SSHException, EOFError) as e:
+                why = getattr(e, "strerror", None) or str(e) or "the server closed the connection"
+                raise self._error("read", f"cannot read {path}: {why}") from None
 
     def file_hashes(self, paths: list[str]) -> dict[str, str | None]:
         """sha256 of each file in one command (busybox has sha256sum); missing files map to None."""

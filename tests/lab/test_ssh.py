@@ -534,6 +534,27 @@ def test_files_written_together_get_their_own_modes_and_directories(conn, tmp_pa
     }
 
 
+def test_a_connection_lost_while_a_file_is_written_fails_the_write_naming_the_host(conn, tmp_path):
+    """SFTP says "Server connection dropped" (paramiko's SSHException, no OSError): it escaped as a bug
+    where the run should name the host and the lost connection."""
+    path, failed = tmp_path / "big", []
+
+    def write() -> None:
+        try:
+            conn.write_files([(str(path), bytes(256 << 20), 0o600)])
+        except BaseException as e:  # whatever escapes, for the assertion below
+            failed.append(e)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    time.sleep(0.3)
+    _drop(conn)
+    writer.join()
+    assert len(failed) == 1 and isinstance(failed[0], ConnectError), failed
+    assert str(failed[0]).startswith(f"127.0.0.1: write: cannot write {path}: connection lost"), failed
+    assert not path.exists()
+
+
 def test_write_file_does_not_follow_a_planted_temp_symlink(conn, tmp_path):
     victim = tmp_path / "victim"
     victim.write_bytes(b"untouched")

@@ -401,6 +401,13 @@ class _Transport:
     def get_exception(self) -> None:
         return None
 
+    def close(self) -> None:
+        self.active = False
+
+    def open_channel(self, *args: object, **kwargs: object) -> None:
+        self.active = False
+        raise EOFError  # as paramiko re-raises its transport thread's exception: the server closed it
+
 
 def test_a_lost_connection_waits_for_a_restarting_host_but_not_for_a_refused_key(monkeypatch):
     slept: list[float] = []
@@ -423,6 +430,21 @@ def test_a_lost_connection_waits_for_a_restarting_host_but_not_for_a_refused_key
     with pytest.raises(ConnectError) as failed:
         conn._live()
     assert failed.value is refused and slept == [1, 2, 4]
+
+
+def test_a_connection_that_closes_again_once_dialled_fails_the_step_naming_the_host():
+    """paramiko raises a bare EOFError when the server closes the connection; one that escaped was told to
+    the user as Ctrl-C ("interrupted")."""
+    conn = ssh.Connection(
+        SSHTarget(address="10.0.0.1"),
+        cast(Any, _Transport(active=True)),
+        None,
+        redial=lambda: _Transport(True),
+    )
+    with pytest.raises(ConnectError) as failed:
+        conn.open_tcp("127.0.0.1", 6443)
+    assert str(failed.value).startswith("10.0.0.1: tunnel: cannot open a tunnel to 127.0.0.1:6443")
+    assert "the server closed the connection" in str(failed.value) and conn.redials == 1
 
 
 @pytest.mark.parametrize(

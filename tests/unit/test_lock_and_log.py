@@ -166,6 +166,13 @@ def test_an_error_raised_while_a_signal_unwound_the_run_is_reported_as_the_signa
     assert capsys.readouterr().err.startswith("terminated (SIGTERM); run the command again")
 
 
+def test_an_eof_error_escaping_a_command_is_not_reported_as_ctrl_c():
+    """click turns any EOFError into the Abort it raises for Ctrl-C: one that escaped the SSH library
+    (a host restarting) was told to the user as "interrupted" and exit 130, hiding where it came from."""
+    with mock.patch.object(cli_module.cli, "invoke", side_effect=EOFError), pytest.raises(EOFError):
+        cli_module.main(["version"])
+
+
 def test_the_log_keeps_why_a_connection_failed_but_not_each_refused_probe(tmp_path: Path):
     log_file = tmp_path / "cluster.rke-py.log"
     output.setup_logging(log_file)
