@@ -470,10 +470,9 @@ class Connection:
                         self._makedirs(sftp, directory)
                         there.add(directory)
                     self._replace(sftp, path, content, mode)
-                except (paramiko.SSHException, EOFError) as e:  # SFTP's "Server connection dropped"
-                    raise self._error("write", f"cannot write {path}: connection lost ({e})") from None
-                except OSError as e:
-                    if not self.transport.is_active():
+                except (OSError, paramiko.SSHException, EOFError) as e:
+                    # SFTP says SSHException("Server connection dropped") when the connection goes
+                    if not isinstance(e, OSError) or not self.transport.is_active():
                         raise self._error("write", f"cannot write {path}: connection lost ({e})") from None
                     why = self._why(e.strerror or str(e), path, content)  # the host refused: a failed step
                     raise HostError(self.host, "write", f"cannot write {path}: {why}") from None
