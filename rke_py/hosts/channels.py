@@ -33,6 +33,11 @@ class NoAnswer(HTTPProblem):
     """The peer took the connection but gave no whole answer in time: busy, or going away."""
 
 
+class Broken(NoAnswer):
+    """The server closed a new connection without answering: going away (to the API, as busy as no answer;
+    to Docker, the connection broke)."""
+
+
 class ChannelTimeout(paramiko.SSHException):
     """sshd did not answer a channel request in time: the host is busy (a connection that is lost shows as
     a transport no longer active instead)."""
@@ -241,7 +246,12 @@ class HTTPConnection:
     no TLS handshake and no client signature, the bulk of a small request's CPU."""
 
     def __init__(
-        self, chan: paramiko.Channel, host: str, port: int, context: ssl.SSLContext | None, timeout: float
+        self,
+        chan: paramiko.Channel,
+        host: str,
+        port: int,
+        context: ssl.SSLContext | None,
+        timeout: float | None,
     ):
         self._chan = chan
         chan.settimeout(timeout)
@@ -271,13 +281,27 @@ class HTTPConnection:
     ) -> tuple[int, bytes]:
         """(status, body); raises HTTPProblem (NoAnswer when the server took the request and gave no whole
         answer in time, Stale on a kept connection the server had closed meanwhile)."""
+        response, body = self.exchange(method, path, timeout=timeout, body=body, headers=headers, keep=keep)
+        return response.status, body
+
+    def exchange(
+        self,
+        method: str,
+        path: str,
+        *,
+        timeout: float | None,
+        body: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        keep: bool = False,
+    ) -> tuple[http.client.HTTPResponse, bytes]:
+        """As `request`, with the whole response (its reason and headers; the body already read)."""
         kept, self._asked, self.reusable = self._asked, True, False
         self._chan.settimeout(timeout)
         headers = {**(headers or {}), **({} if keep else {"Connection": "close"})}
         try:
             self._http.request(method, path, body=body, headers=headers)
             response = self._http.getresponse()
-            answer = response.status, response.read()
+            answer = response, response.read()
         except ssl.SSLError as e:
             raise HTTPProblem(f"TLS error: {e.reason or e}") from None
         except TimeoutError:
@@ -286,13 +310,17 @@ class HTTPConnection:
             if kept:  # most likely an idle connection the server let go as the request went out
                 raise Stale("the server closed the kept connection") from None
             if isinstance(e, http.client.RemoteDisconnected):
-                raise NoAnswer(f"bad HTTP response: {e!r}") from None
+                raise Broken(f"bad HTTP response: {e!r}") from None
             raise
         except http.client.HTTPException as e:
             raise NoAnswer(f"bad HTTP response: {e!r}") from None
         # http.client forgets the socket of a response that closes; it must never dial one of its own
         self.reusable = keep and self._http.sock is not None and not response.will_close
         return answer
+
+    def closed_by_peer(self) -> bool:
+        """The server hung up on this connection while it was idle (checked before it is used again)."""
+        return bool(self._chan.closed or self._chan.eof_received)
 
     def close(self) -> None:
         self._http.close()

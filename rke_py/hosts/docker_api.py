@@ -10,19 +10,20 @@ running `docker system dial-stdio`.
 from __future__ import annotations
 
 import contextlib
+import http.client
 import logging
 import shlex
+import threading
 import time
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, cast
+from urllib.parse import urlencode
 
 import docker
 import paramiko
 import requests
-import urllib3
 from docker.constants import MINIMUM_DOCKER_API_VERSION
-from docker.transport.basehttpadapter import BaseHTTPAdapter
-from docker.transport.sshconn import SSHConnection, SSHConnectionPool
+from requests.structures import CaseInsensitiveDict
 
 from rke_py.errors import ConnectError
 from rke_py.hosts import channels
@@ -42,8 +43,7 @@ REQUEST_TIMEOUT = 50
 # dial-stdio channels are sessions and share the limit with SFTP and commands (see ssh.EXEC_SLOTS).
 STREAMLOCAL_POOL = 9
 DIAL_STDIO_POOL = 3
-# docker-py reads the raw socket of attach/exec/log streams from `fp.channel` when the base URL starts
-# with this prefix, which is exactly what a paramiko channel offers.
+# what docker-py puts before each path; `NodeAPIClient.request` takes it off again
 _BASE_URL = "http+docker://ssh-rke-py"
 
 
@@ -65,59 +65,72 @@ def socket_problem(socket_path: str, user: str, cause: str, *, absent: bool = Fa
     return f"cannot reach the Docker socket {socket_path}: {cause}; {advice}"
 
 
-class _ChannelHTTPConnection(SSHConnection):
-    """An HTTP connection whose socket is a fresh SSH channel."""
+class _Channels:
+    """The node's Docker over kept HTTP connections, each on its own channel, at most `size` at a time. A
+    request costs one exchange on an open channel: no channel to open, and none of requests' and urllib3's
+    layers, which cost twice the exchange itself."""
 
-    def __init__(self, open_channel: Callable[[], paramiko.Channel], timeout: int):
-        super().__init__(ssh_transport=None, timeout=timeout)
-        self._open_channel = open_channel
+    def __init__(self, open_channel: Callable[[], paramiko.Channel], size: int):
+        self._open = open_channel
+        self._idle: list[channels.HTTPConnection] = []
+        self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(size)
 
-    def connect(self) -> None:
+    def _connection(self, timeout: float | None) -> channels.HTTPConnection:
+        with self._lock:
+            while self._idle:
+                kept = self._idle.pop()
+                if not kept.closed_by_peer():
+                    return kept
+                kept.close()  # the daemon hung up on an idle connection
         try:
-            chan = self._open_channel()
+            chan = self._open()
         except paramiko.ChannelException as e:  # Docker answered when the run connected
             said = f"sshd could not open a channel to Docker ({e.text}): has it stopped?"
             raise DockerError(said, stopped=True) from e
         except channels.ChannelTimeout as e:  # a busy host: the request is asked again, as a slow answer is
-            raise urllib3.exceptions.ConnectTimeoutError(self, str(e)) from e
-        chan.settimeout(self.timeout)
-        self.sock = cast(Any, chan)  # a paramiko Channel is socket enough for http.client
+            raise TimedOut from e
+        return channels.HTTPConnection(chan, "docker", 80, None, timeout)
 
+    def exchange(
+        self, method: str, path: str, body: bytes | None, headers: dict[str, str], timeout: float | None
+    ) -> tuple[http.client.HTTPResponse, bytes]:
+        def ask(conn: channels.HTTPConnection) -> tuple[http.client.HTTPResponse, bytes]:
+            return conn.exchange(method, path, timeout=timeout, body=body, headers=headers, keep=True)
 
-class _ChannelPool(SSHConnectionPool):
-    """docker-py's SSH pool (it never probes fileno(), which costs a pipe per channel), with our channels."""
-
-    def __init__(self, open_channel: Callable[[], paramiko.Channel], timeout: int, maxsize: int):
-        super().__init__(timeout=timeout, maxsize=maxsize)
-        self._open_channel = open_channel
-        self._seconds = timeout
-        self.block = True  # wait for a free channel rather than exceed the server's limits
-
-    def _new_conn(self) -> Any:
-        return _ChannelHTTPConnection(self._open_channel, self._seconds)
-
-    def _get_conn(self, timeout=None):
-        conn = super()._get_conn(timeout)
-        chan = conn.sock
-        if chan is not None and (chan.closed or chan.eof_received):
-            conn.close()  # the daemon hung up on an idle connection; reconnect on use
-        return conn
-
-
-class _ChannelAdapter(BaseHTTPAdapter):
-    def __init__(self, open_channel: Callable[[], paramiko.Channel], timeout: int, maxsize: int):
-        self._pool = _ChannelPool(open_channel, timeout, maxsize)
-        super().__init__()
-
-    def get_connection(self, url, proxies=None) -> urllib3.connectionpool.HTTPConnectionPool:
-        return self._pool
-
-    def request_url(self, request, proxies) -> str:
-        return request.path_url
+        with self._slots:
+            conn = self._connection(timeout)
+            try:
+                try:
+                    answer = ask(conn)
+                except channels.Stale:  # Docker keeps idle connections: it went away; a new channel says how
+                    conn.close()
+                    self.close()  # the other idle ones went with it
+                    conn = self._connection(timeout)
+                    answer = ask(conn)
+            except channels.NoAnswer as e:
+                conn.close()
+                if isinstance(e, channels.Broken):
+                    raise Broke("Docker closed the connection without answering") from e
+                raise TimedOut from e
+            except (channels.HTTPProblem, OSError, paramiko.SSHException, EOFError) as e:
+                conn.close()
+                raise Broke(str(e) or type(e).__name__) from e
+            except BaseException:
+                conn.close()
+                raise
+            if conn.reusable:
+                with self._lock:
+                    self._idle.append(conn)
+            else:
+                conn.close()
+            return answer
 
     def close(self) -> None:
-        super().close()
-        self._pool.close()
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
 
 
 def _demux(raw: bytes) -> bytes:
@@ -131,47 +144,64 @@ def _demux(raw: bytes) -> bytes:
 
 
 class NodeAPIClient(docker.APIClient):
-    """docker.APIClient whose requests travel over a node's SSH connection."""
+    """docker.APIClient whose requests travel over a node's SSH connection: docker-py builds each request
+    and reads its answer; `request`, where requests would send it, sends it on a kept channel."""
 
     # the daemon's answer to the version negotiation: it also says the Docker version, which observe would
     # otherwise ask `docker info` for
     server: dict[str, Any] | None = None
 
-    def exec_output(self, exec_id: str) -> bytes:
-        """Start an exec and return its output once it ends. docker-py's exec_start reads the bare channel
-        and loses whatever output came in the same packets as the response headers (a quick command then
-        seemed to print nothing); this reads through the buffered file http.client read the headers from."""
-        inner = cast(Any, self)
-        url = inner._url("/exec/{0}/start", exec_id)
-        upgrade = {"Connection": "Upgrade", "Upgrade": "tcp"}  # as docker-py asks: the raw stream follows
-        response = inner._post_json(url, headers=upgrade, data={"Tty": False, "Detach": False}, stream=True)
-        inner._raise_for_status(response)
-        stream = response.raw._fp.fp
-        try:
-            return _demux(stream.read())
-        finally:  # the connection was upgraded: it can carry nothing else, so it must not go back to the pool
-            stream.channel.close()
-            response.close()
-
-    def __init__(self, adapter: _ChannelAdapter, *, transport_kind: str, timeout: int):
-        # Built as a local-socket client with a fixed version so that nothing is contacted yet, then
-        # re-pointed at our adapter; the version is negotiated by `HostDocker.negotiate`. The attributes
-        # set here are docker-py's own, untyped in its stubs.
+    def __init__(self, pool: _Channels, *, transport_kind: str, timeout: int):
+        # Built as a local-socket client with a fixed version so that nothing is contacted yet; the version
+        # is negotiated by `HostDocker.negotiate`. The attributes set here are docker-py's own, untyped in
+        # its stubs.
         super().__init__(
             base_url="http+unix:///nonexistent", version=MINIMUM_DOCKER_API_VERSION, timeout=timeout
         )
-        inner = cast(Any, self)
-        inner._custom_adapter.close()
-        inner._custom_adapter = adapter
-        self.mount("http+docker://", adapter)
-        # No proxy, netrc or CA bundle from the environment can apply to a channel to the node's socket;
-        # looking for them scanned the whole environment on every request.
-        self.trust_env = False
+        cast(Any, self)._custom_adapter.close()
+        self._pool = pool
         self.base_url = _BASE_URL
         self.transport_kind = transport_kind  # "streamlocal" or "dial-stdio"
 
+    def request(  # type: ignore[override]  # the keywords docker-py passes; the others are requests' own
+        self,
+        method: str,
+        url: str,
+        params: Mapping[str, Any] | None = None,
+        data: str | bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        **unused: Any,
+    ) -> requests.Response:
+        path = url.removeprefix(_BASE_URL)
+        if params:
+            path += "?" + urlencode([(k, v) for k, v in params.items() if v is not None], doseq=True)
+        body = data.encode() if isinstance(data, str) else data
+        # docker-py gives every request its timeout; None is a pull's, which waits as long as it takes
+        response, content = self._pool.exchange(method, path, body, dict(headers or {}), timeout)
+        answer = requests.Response()  # what docker-py reads an answer from
+        answer.status_code, answer.reason, answer.url = response.status, response.reason, url
+        answer.headers = CaseInsensitiveDict(response.getheaders())
+        answer._content = content
+        cast(Any, answer)._content_consumed = True  # read whole, as iter_content expects
+        answer.encoding = "utf-8"
+        return answer
+
+    def exec_output(self, exec_id: str) -> bytes:
+        """Start an exec and return its output once it ends: Docker sends the raw stream and closes the
+        connection when the command exits."""
+        inner = cast(Any, self)
+        url = inner._url("/exec/{0}/start", exec_id)
+        response = inner._post_json(url, data={"Tty": False, "Detach": False})
+        inner._raise_for_status(response)
+        return _demux(response.content)
+
     def use_version(self, version: str) -> None:
         cast(Any, self)._version = version
+
+    def close(self) -> None:
+        self._pool.close()
+        super().close()
 
 
 def docker_client(
@@ -210,7 +240,7 @@ def docker_client(
         kind, size, open_channel = "dial-stdio", DIAL_STDIO_POOL, _dial_stdio(conn, socket_path, e, timeout)
     except paramiko.SSHException as e:
         raise ConnectError(conn.host, "docker", socket_problem(socket_path, user, str(e))) from None
-    api = NodeAPIClient(_ChannelAdapter(open_channel, timeout, size), transport_kind=kind, timeout=timeout)
+    api = NodeAPIClient(_Channels(open_channel, size), transport_kind=kind, timeout=timeout)
     host = HostDocker(api, patience, conn.host)
     try:
         host.negotiate(version)
@@ -261,7 +291,7 @@ class HostDocker:
             try:
                 asked += 1
                 return self._once(what, fn, *args, **kwargs)
-            except _TimedOut as e:
+            except TimedOut as e:
                 if not again or (asked + 1) * self.api.timeout > self.patience:
                     spent = time.monotonic() - started
                     times = f", asked {asked} times in {spent:.0f} s" if asked > 1 else ""
@@ -283,10 +313,8 @@ class HostDocker:
             raise DockerError(f"{what}: {e.explanation or e}", missing=True) from e
         except DockerError as e:
             raise DockerError(f"{what}: {e}", missing=e.missing, stopped=e.stopped) from e
-        except requests.exceptions.Timeout as e:
-            raise _TimedOut from e
-        except requests.exceptions.ConnectionError as e:
-            lost = f"the host, its network or its SSH session was lost; {_last(e)}"
+        except Broke as e:
+            lost = f"the host, its network or its SSH session was lost; {e}"
             raise DockerError(f"{what}: the connection to Docker broke before it answered ({lost})") from e
         except (docker.errors.DockerException, OSError, paramiko.SSHException, EOFError) as e:
             raise DockerError(f"{what}: {str(e) or type(e).__name__}") from e
@@ -453,13 +481,9 @@ class HostDocker:
         self.api.close()
 
 
-class _TimedOut(Exception):
-    """One Docker request got no answer in time (raised from requests' Timeout)."""
+class TimedOut(Exception):
+    """One Docker request got no answer in time."""
 
 
-def _last(error: BaseException) -> str:
-    """The innermost cause a transport error wraps (requests nests urllib3's, which nests http.client's)."""
-    inner = error
-    while inner.args and isinstance(inner.args[-1], BaseException):
-        inner = inner.args[-1]
-    return f"{type(inner).__name__}: {inner}" if str(inner) else type(inner).__name__
+class Broke(Exception):
+    """The connection to Docker broke before the answer came: the host, its network or its SSH session."""

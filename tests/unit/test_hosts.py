@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import http.client
 import json
 import logging
 import socket
@@ -13,15 +12,13 @@ from typing import Any, cast
 
 import docker
 import pytest
-import requests
-import urllib3
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
 from rke_py.config.schema import BastionHost, ClusterConfig, Node
 from rke_py.deploy.targets import bastion_target, ssh_target
 from rke_py.errors import ConnectError, ExitStatus, UnreachableError
-from rke_py.hosts import ssh
+from rke_py.hosts import docker_api, ssh
 from rke_py.hosts.base import DockerError
 from rke_py.hosts.channels import ChannelTimeout, split_url
 from rke_py.hosts.docker_api import HostDocker, NodeAPIClient, docker_client, socket_problem
@@ -216,18 +213,125 @@ def test_a_docker_socket_problem_leads_with_its_cause_and_advises_what_fits_the_
     assert "`sudo usermod -aG docker ubuntu`" in user
 
 
-def test_a_connection_cut_while_docker_works_says_so_before_the_transports_words():
-    closed = http.client.RemoteDisconnected("Remote end closed connection without response")
-    cut = requests.exceptions.ConnectionError(urllib3.exceptions.ProtocolError("Connection aborted.", closed))
+class _SocketChannel:
+    """As much of a paramiko channel as an HTTP connection uses, over one end of a socket pair."""
 
-    def wait() -> None:
-        raise cut
+    def __init__(self, sock: socket.socket):
+        self._sock, self.closed, self.eof_received = sock, False, False
+        self.settimeout, self.sendall, self.recv = sock.settimeout, sock.sendall, sock.recv
 
+    def close(self) -> None:
+        self.closed = True
+        self._sock.close()
+
+
+class _SocketDocker:
+    """A Docker daemon at the far end of each channel `open` gives: `answer` is called with each request's
+    first line and returns the bytes to send back (a reply without a length ends with the connection, as
+    a raw stream does), or None to hang up without answering."""
+
+    def __init__(self, answer):
+        self.answer, self.channels = answer, 0
+
+    def _serve(self, sock: socket.socket) -> None:
+        with sock, sock.makefile("rb") as stream:
+            while line := stream.readline():
+                length = 0
+                while (header := stream.readline()) not in (b"\r\n", b""):
+                    if header.lower().startswith(b"content-length:"):
+                        length = int(header.split(b":")[1])
+                stream.read(length)
+                reply = self.answer(line.decode().strip())
+                if reply is None:
+                    return
+                sock.sendall(reply)
+                if b"Content-Length" not in reply:
+                    return
+
+    def open(self) -> Any:
+        self.channels += 1
+        ours, theirs = socket.socketpair()
+        threading.Thread(target=self._serve, args=(theirs,), daemon=True).start()
+        return _SocketChannel(ours)
+
+
+def _json_reply(value: object) -> bytes:
+    body = json.dumps(value).encode()
+    return b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
+        len(body),
+        body,
+    )
+
+
+def _host_docker(daemon: _SocketDocker) -> HostDocker:
+    pool = docker_api._Channels(daemon.open, 2)
+    return HostDocker(NodeAPIClient(pool, transport_kind="streamlocal", timeout=5), 10, "10.0.0.1")
+
+
+def test_docker_requests_share_one_kept_channel_and_say_what_docker_answered():
+    asked: list[str] = []
+
+    def answer(line: str) -> bytes:
+        asked.append(line)
+        return _json_reply({"State": {"Running": True}, "Image": "sha256:1"} if "/json" in line else {})
+
+    daemon = _SocketDocker(answer)
+    host = _host_docker(daemon)
+    host.start("kubelet")
+    host.api.inspect_container("kubelet")
+    assert daemon.channels == 1  # the second request went on the first one's channel
+    assert asked == [
+        "POST /v1.24/containers/kubelet/start HTTP/1.1",
+        "GET /v1.24/containers/kubelet/json HTTP/1.1",
+    ]
+
+
+def test_a_kept_docker_channel_the_daemon_closed_is_replaced_and_the_request_answered():
+    served = 0
+
+    def answer(line: str) -> bytes | None:
+        nonlocal served
+        served += 1
+        return None if served == 2 else _json_reply({})  # the daemon lets the kept connection go
+
+    daemon = _SocketDocker(answer)
+    host = _host_docker(daemon)
+    host.start("kubelet")
+    host.start("kube-proxy")
+    assert (served, daemon.channels) == (3, 2)
+
+
+def test_a_docker_error_answer_reads_as_dockers_message():
+    message = json.dumps({"message": "No such container: kubelet"}).encode()
+    reply = b"HTTP/1.1 404 Not Found\r\nContent-Length: %d\r\n\r\n%s" % (len(message), message)
+    host = _host_docker(_SocketDocker(lambda line: reply))
     with pytest.raises(DockerError) as said:
-        HostDocker(cast(NodeAPIClient, None))._call("wait etcd-restore", wait)
+        host.start("kubelet")
+    assert said.value.missing and "No such container: kubelet" in str(said.value)
+
+
+def test_an_exec_output_is_read_from_the_raw_stream_docker_sends_until_it_closes():
+    def frame(stream: int, data: bytes) -> bytes:
+        return bytes([stream, 0, 0, 0]) + len(data).to_bytes(4, "big") + data
+
+    def answer(line: str) -> bytes:
+        if "/start" not in line:
+            return _json_reply({"Id": "e1"})
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: application/vnd.docker.raw-stream\r\n\r\n"
+        return head + frame(1, b"member ") + frame(2, b"warn\n") + frame(1, b"is healthy\n")
+
+    host = _host_docker(_SocketDocker(answer))
+    exec_id = host.api.exec_create("etcd", ["etcdctl", "endpoint", "health"])["Id"]
+    assert (exec_id, host.api.exec_output(exec_id)) == ("e1", b"member warn\nis healthy\n")  # both streams
+
+
+def test_a_connection_cut_while_docker_works_says_so_before_the_transports_words():
+    host = _host_docker(_SocketDocker(lambda line: None))  # Docker (or the host) hangs up on the request
+    with pytest.raises(DockerError) as said:
+        host._call("wait etcd-restore", host.api.wait, "etcd-restore")
     assert str(said.value) == (
         "wait etcd-restore: the connection to Docker broke before it answered (the host, its network or its "
-        "SSH session was lost; RemoteDisconnected: Remote end closed connection without response)"
+        "SSH session was lost; Docker closed the connection without answering)"
     )
 
 
@@ -244,7 +348,7 @@ class _BusyDocker:
     def _answer(self) -> None:
         self.asked += 1
         if self.asked <= self.busy:
-            raise requests.exceptions.ReadTimeout("Read timed out. (read timeout=50)")
+            raise docker_api.TimedOut
 
     def start(self, container: str) -> None:
         self._answer()
