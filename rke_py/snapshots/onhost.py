@@ -115,8 +115,7 @@ def _finish(host: HostConnection, step: str, cid: str, timeout: float) -> None:
 
 
 def _read(host: HostConnection, cid: str, path: str) -> bytes:
-    stream, _ = _docker(host).api_call(f"read {path}", lambda api: api.get_archive(cid, path))
-    with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+    with tarfile.open(fileobj=io.BytesIO(_docker(host).read_archive(cid, path))) as tar:
         member = tar.next()
         extracted = tar.extractfile(member) if member else None
         if extracted is None:

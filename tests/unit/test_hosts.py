@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import socket
 import subprocess
+import tarfile
 import threading
 from pathlib import Path
 from typing import Any, cast
@@ -323,6 +325,30 @@ def test_an_exec_output_is_read_from_the_raw_stream_docker_sends_until_it_closes
     host = _host_docker(_SocketDocker(answer))
     exec_id = host.api.exec_create("etcd", ["etcdctl", "endpoint", "health"])["Id"]
     assert (exec_id, host.api.exec_output(exec_id)) == ("e1", b"member warn\nis healthy\n")  # both streams
+
+
+def test_a_file_in_a_container_is_read_whole_from_its_archive():
+    def tar_of(name: str, data: bytes) -> bytes:
+        out = io.BytesIO()
+        with tarfile.open(fileobj=out, mode="w") as tar:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        return out.getvalue()
+
+    asked: list[str] = []
+    archive = tar_of("snapshot.db", b"etcd data")
+
+    def answer(line: str) -> bytes:
+        asked.append(line)
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: application/x-tar\r\nContent-Length: %d\r\n\r\n"
+        return head % len(archive) + archive
+
+    host = _host_docker(_SocketDocker(answer))
+    with tarfile.open(fileobj=io.BytesIO(host.read_archive("etcd-save", "/backup/snapshot.db"))) as tar:
+        member = tar.next()
+        assert member is not None and tar.extractfile(member).read() == b"etcd data"  # type: ignore[union-attr]
+    assert asked == ["GET /v1.24/containers/etcd-save/archive?path=%2Fbackup%2Fsnapshot.db HTTP/1.1"]
 
 
 def test_a_connection_cut_while_docker_works_says_so_before_the_transports_words():
