@@ -3,14 +3,19 @@ sizes, the same layout as `bench_scale.py --controlplanes 3 --no-addons`. The sl
 what each further host costs rke-py (SSH login and key exchange, ciphers, TLS, Docker API framing, YAML,
 rendering), apart from what any run costs once.
 
-Rows `{hosts, operation, wall_s, cpu_s, cpu_ms_per_host}` for a fresh `up`, a no-op `up`, `plan` and
-`status` (cpu_s: user+sys of the rke-py process; cpu_ms_per_host: the slope, on the rows of the larger
-size). `--profile` builds one more lab of the smaller size and runs each operation there under yappi (CPU
-clock, every thread, C functions included), then prints where the CPU went by kind; yappi slows Python
-code more than C, so the shares are read as an order, not as times. `--operations` times instead, one host
-after another on a lab of the smaller size, each kind of request a run makes (CPU per request, medians of
-`--repeat` rounds; the SSH packets each one received): the cost model the slopes add up from.
-Run: python benchmarks/bench_transport.py [--sizes 24,48] [--output json] [--profile | --operations]
+Rows `{hosts, operation, wall_s, cpu_s, cpu_ms_per_host, load}` for a fresh `up`, a no-op `up`, `plan`
+and `status` (cpu_s: user+sys of the rke-py process; cpu_ms_per_host: the slope, on the rows of the
+larger size; load: the 1-minute load average the operation started at). The fresh `up` runs once; the
+others `--runs` times each (medians), each after the machine settled: the hosts' components go on
+starting long after a fresh `up` of many hosts, and on a machine that busy the CPU a run spends grows
+with the load, which made slopes between a quiet and a loaded size swing by 20 ms a host. `--profile`
+builds one more lab of the smaller size and runs each operation there under yappi (CPU clock, every
+thread, C functions included), then prints where the CPU went by kind; yappi slows Python code more than
+C, so the shares are read as an order, not as times. `--operations` times instead, one host after another
+on a lab of the smaller size, each kind of request a run makes (CPU per request, medians of `--repeat`
+rounds; the SSH packets each one received): the cost model the slopes add up from.
+Run: python benchmarks/bench_transport.py [--sizes 24,48] [--runs 3] [--output json] [--profile |
+  --operations]
 Needs the lab (scripts/bootstrap), and yappi for --profile (`pip install -e .[bench]`); asserts nothing.
 """
 
@@ -19,6 +24,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -84,15 +90,42 @@ def lab(hosts: int, name: str) -> str:
     return str(Path(json.loads(made.stdout)["cluster_yml"]))
 
 
-def measure(hosts: int) -> list[dict[str, object]]:
+def settle(patience: float = 300, every: float = 15) -> float:
+    """Wait until the 1-minute load average stops falling (or `patience` runs out) and return it: the
+    hosts' components start long after a fresh `up` of many hosts has ended, and the CPU a run spends on a
+    machine that busy says more about the machine than about the run."""
+    deadline = time.monotonic() + patience
+    load = os.getloadavg()[0]
+    while time.monotonic() < deadline:
+        time.sleep(every)
+        now = os.getloadavg()[0]
+        if now > 0.9 * load:
+            return now
+        load = now
+    return load
+
+
+def measure(hosts: int, runs: int) -> list[dict[str, object]]:
+    """The fresh `up` once, then each other operation `runs` times once the machine settled (medians);
+    `load`: the 1-minute load average it started at."""
     name = f"transport{hosts}"
     cluster_yml = lab(hosts, name)
     rows: list[dict[str, object]] = []
     try:
         for operation, command in OPERATIONS.items():
-            timed = rke_py(*command, "--config", cluster_yml)
-            row = {"hosts": hosts, "operation": operation, "wall_s": round(timed.seconds, 2)}
-            rows.append({**row, "cpu_s": round(timed.cpu, 2), "cpu_ms_per_host": None})
+            fresh = operation == "up"
+            load = os.getloadavg()[0] if fresh else settle()
+            timed = [rke_py(*command, "--config", cluster_yml) for _ in range(1 if fresh else runs)]
+            rows.append(
+                {
+                    "hosts": hosts,
+                    "operation": operation,
+                    "wall_s": round(statistics.median(t.seconds for t in timed), 2),
+                    "cpu_s": round(statistics.median(t.cpu for t in timed), 2),
+                    "cpu_ms_per_host": None,
+                    "load": round(load, 1),
+                }
+            )
     finally:
         rke_py("lab", "down", "--name", name)
     return rows
@@ -195,6 +228,7 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="where the CPU goes, at the smaller size")
     parser.add_argument("--operations", action="store_true", help="CPU per request, at the smaller size")
     parser.add_argument("--repeat", type=int, default=5, help="rounds of each request per host")
+    parser.add_argument("--runs", type=int, default=3, help="runs of each operation but the fresh up")
     parser.add_argument("--profiled", action="store_true", help=argparse.SUPPRESS)  # a child: one command
     args, rest = parser.parse_known_args()
     if args.profiled:
@@ -211,7 +245,7 @@ def main() -> None:
         for row in costs:
             print(f"{row['operation']!s:>40} | {row['cpu_ms']!s:>7} | {row['packets_in']}")
         return
-    rows = measure(small) + measure(large)
+    rows = measure(small, args.runs) + measure(large, args.runs)
     at = {(r["hosts"], r["operation"]): r for r in rows}
     for operation in OPERATIONS:
         slope = (float(at[large, operation]["cpu_s"]) - float(at[small, operation]["cpu_s"])) / (
@@ -222,7 +256,7 @@ def main() -> None:
     if args.output == "json":
         print(json.dumps({"rows": rows, "profile": kinds} if args.profile else rows))
         return
-    columns = ("hosts", "operation", "wall_s", "cpu_s", "cpu_ms_per_host")
+    columns = ("hosts", "operation", "wall_s", "cpu_s", "cpu_ms_per_host", "load")
     print(" | ".join(f"{c:>15}" for c in columns))
     for row in rows:
         print(" | ".join(f"{row[c]!s:>15}" for c in columns))
