@@ -24,7 +24,7 @@ from rke_py.hosts import docker_api, ssh
 from rke_py.hosts.base import DockerError
 from rke_py.hosts.channels import ChannelTimeout, split_url
 from rke_py.hosts.docker_api import HostDocker, NodeAPIClient, docker_client, socket_problem
-from rke_py.hosts.dockerfiles import RENAME_PAIRS
+from rke_py.hosts.dockerfiles import RENAME_PAIRS, tar_one
 from rke_py.hosts.keys import PASSPHRASE_ENV, KeyLoader, KeyProblem, expand_home
 from rke_py.hosts.ssh import SSHTarget
 
@@ -328,16 +328,8 @@ def test_an_exec_output_is_read_from_the_raw_stream_docker_sends_until_it_closes
 
 
 def test_a_file_in_a_container_is_read_whole_from_its_archive():
-    def tar_of(name: str, data: bytes) -> bytes:
-        out = io.BytesIO()
-        with tarfile.open(fileobj=out, mode="w") as tar:
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-        return out.getvalue()
-
     asked: list[str] = []
-    archive = tar_of("snapshot.db", b"etcd data")
+    archive = tar_one("snapshot.db", b"etcd data", 0o600)
 
     def answer(line: str) -> bytes:
         asked.append(line)
