@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import functools
+import itertools
 import logging
 import time
 from collections.abc import Callable, Collection, Sequence
@@ -59,6 +60,8 @@ class Run:
     cluster_actions: list[a.ClusterAction] = field(default_factory=list)
     batches: dict[str, list[rolling.Batch]] = field(default_factory=dict)  # per plane, in order
     report: Report | None = None
+    early: dict[str, Future[None]] = field(default_factory=dict)  # a host's early start (EarlyStart)
+    started_early: set[int] = field(default_factory=set)  # id() of the actions it carries out
 
     @property
     def config(self) -> ClusterConfig:
@@ -78,13 +81,21 @@ class Run:
         return [x for address in addresses for x in self.host_actions.get(address, []) if x.phase == key]
 
     def per_host(self, targets: dict[str, Target], nodes: Sequence[Node], keys: Sequence[str]) -> None:
-        """The actions of phases `keys` on every node, hosts in parallel; a host's own actions in order."""
+        """The actions of phases `keys` on every node, hosts in parallel; a host's own actions in order.
+        Those the host started early (EarlyStart) are waited for instead: their start before the others,
+        their health after them (kube-proxy never waited for the kubelet to be healthy)."""
 
         def apply_host(node: Node) -> None:
             target = targets.get(node.address)
-            if target is not None:
-                actions = self.host_actions.get(node.address, [])
-                self.applier.execute_all([x for x in actions if x.phase in keys], target)
+            if target is None:
+                return
+            actions = [x for x in self.host_actions.get(node.address, []) if x.phase in keys]
+            if node.address in self.early:
+                self.early[node.address].result()
+            self.applier.execute_all([x for x in actions if id(x) not in self.started_early], target)
+            for action in actions:
+                if id(action) in self.started_early and isinstance(action, STARTING):
+                    self.applier.wait_for(target, action.spec)
 
         for_all(nodes, apply_host, self.options.concurrency)
 
@@ -219,12 +230,12 @@ class PrepareHosts(Phase):
             self.written[node.address] = Future()
             self.pulled[node.address] = {p.image: Future() for p in self._pulls(node)}
         self.pool = ThreadPoolExecutor(max_workers=max(1, min(self.r.options.concurrency, len(nodes))))
-        first = [n for n in nodes if self._leads(n)]
+        first = [n for n in nodes if self.leads(n)]
         # the hosts the others wait for go first: a worker never holds a thread one of them needs
-        for node in [*first, *(n for n in nodes if not self._leads(n))]:
-            self.pool.submit(self._host, node, [] if self._leads(node) else first)
+        for node in [*first, *(n for n in nodes if not self.leads(n))]:
+            self.pool.submit(self._host, node, [] if self.leads(node) else first)
 
-    def _leads(self, node: Node) -> bool:
+    def leads(self, node: Node) -> bool:
         plan = self.r.desired.plan.node(node.address)
         return bool(plan.in_plane("etcd") or plan.in_plane("control"))
 
@@ -295,6 +306,72 @@ def _handed_on(to: Future[None], done: Future[None]) -> None:
         to.set_result(None)
     else:
         to.set_exception(exc)
+
+
+class EarlyStart(Phase):
+    """A host new to the worker plane (every host of a new cluster, an added node) starts its proxy and its
+    kubelet as soon as its own files and images are there, beside etcd and the control plane, without
+    waiting for their health: Rancher's kubelet entrypoint alone sleeps 10 s for cri-dockerd, and the
+    kubelet and the proxy wait for an apiserver by themselves. The containers they take volumes from (a
+    controlplane host's service-sidekick) are created with them. Nothing running is touched. Each plane
+    waits for a host's early start before that host's other containers, and the worker plane waits for
+    their health; containers that need an apiserver at start (kube-proxy) wait for the worker plane."""
+
+    key, title = "early", "starting new nodes' proxies and kubelets as their images arrive"
+
+    def __init__(self, run: Run, prepared: PrepareHosts):
+        self.r = run
+        self.prepared = prepared
+        self.pool: ThreadPoolExecutor | None = None
+
+    def has_work(self) -> bool:
+        return any(self._early(n) for n in self.r.reachable)
+
+    def _early(self, node: Node) -> list[a.CreateContainer]:
+        """What `node` starts early: nothing unless its worker plane only creates containers; then those up
+        to the first that needs an apiserver at start, after the ones this run creates that they take
+        volumes from (none if such a one is replaced instead)."""
+        actions = self.r.host_actions.get(node.address, [])
+        worker = [x for x in actions if x.phase == "worker"]
+        creates = [x for x in worker if isinstance(x, a.CreateContainer)]
+        if len(creates) < len(worker):
+            return []
+        needs_api = {c.name for c in self.r.applier.registry if c.needs_api_at_start}
+        early = list(itertools.takewhile(lambda x: x.spec.name not in needs_api, creates))
+        sources = {name for x in early for name in x.spec.volumes_from}
+        before = [
+            x for x in actions if x.phase != "worker" and x.target in sources and isinstance(x, STARTING)
+        ]
+        made = [x for x in before if isinstance(x, a.CreateContainer)]
+        return [*made, *early] if early and len(made) == len(before) else []
+
+    def run(self) -> None:
+        r = self.r
+        # the hosts the control plane waits for first: a worker never holds a thread one of them needs
+        nodes = sorted(r.reachable, key=lambda n: not self.prepared.leads(n))
+        todo = [(n, early) for n in nodes if (early := self._early(n))]
+        for node, early in todo:
+            r.early[node.address] = Future()
+            r.started_early.update(id(x) for x in early)
+        self.pool = ThreadPoolExecutor(max_workers=max(1, min(r.options.concurrency, len(todo))))
+        for node, early in todo:
+            self.pool.submit(self._host, node, early)
+
+    def _host(self, node: Node, early: Sequence[a.CreateContainer]) -> None:
+        future = self.r.early[node.address]
+        try:
+            self.prepared.ready_for(node, early)
+            target = self.r.session.targets[node.address]
+            for action in early:
+                self.r.applier.execute(action, target, wait=False)
+        except Exception as exc:  # the planes waiting for this host raise it
+            future.set_exception(exc)
+            return
+        future.set_result(None)
+
+    def cleanup(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
 
 
 class HostsPrepared(Phase):
@@ -691,6 +768,7 @@ def up_phases(run: Run) -> list[Phase]:
         Preflight(run),
         SaveState(run, current=False),
         prepared,
+        EarlyStart(run, prepared),
         etcd,
         control,
         Kubeconfig(run),

@@ -56,6 +56,9 @@ class Component:
     # Starts beside the container before it on the same host, not after that one is healthy: neither needs
     # the other (the controller manager and the scheduler both need only the apiserver before them).
     beside_previous: bool = False
+    # Started only once an apiserver answers: where a new node's containers start before the control plane
+    # (up's early start), it waits for the worker plane's turn.
+    needs_api_at_start: bool = False
 
 
 def _in(plane: Plane) -> Callable[[Node], Plane]:
@@ -145,6 +148,8 @@ REGISTRY: tuple[Component, ...] = (
         ports=(10256,),
         health=_check("http://localhost:10256/healthz"),
         beside_previous=True,
+        # without --bind-address it looks its Node up once, backing off for a minute while it is missing
+        needs_api_at_start=True,
     ),
 )
 

@@ -125,6 +125,51 @@ def test_a_new_etcd_cluster_starts_its_members_together(tmp_path):
     assert last_etcd < first_control
 
 
+def test_a_new_clusters_kubelets_start_beside_the_control_plane_and_kube_proxy_after_it(tmp_path):
+    """Rancher's kubelet entrypoint sleeps 10 s before the kubelet starts, and the kubelet waits for an
+    apiserver by itself: a new node's proxy and kubelet start once its images are there, not after the
+    control plane. kube-proxy looks its Node up once at start, so it still waits for the control plane."""
+    cluster = Cluster(tmp_path, FIVE_NODES)
+    cluster.up()
+    events = cluster.world.events
+    last_apiserver = max(i for i, e in enumerate(events) if e.endswith("start kube-apiserver"))
+    for address in ("10.0.0.1", "10.0.0.2", "10.0.0.3"):  # the kubelet takes /opt/rke-tools from the sidekick
+        sidekick, kubelet = (
+            events.index(f"{address} {e}") for e in ("create service-sidekick", "start kubelet")
+        )
+        assert sidekick < kubelet < events.index(f"{address} start kube-apiserver")
+    for address in ("10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4", "10.0.0.5"):
+        assert events.index(f"{address} start kube-proxy") > last_apiserver
+    assert set(cluster.world.kube.nodes) == {f"10.0.0.{i}" for i in range(1, 6)}
+    assert cluster.up().changed == 0
+
+
+def test_only_hosts_whose_worker_plane_just_creates_containers_start_early(tmp_path):
+    """A running kubelet is replaced by the rolling rules, after the control plane; an added worker's
+    containers start early."""
+    cluster = Cluster(tmp_path, FIVE_NODES)
+    four = FIVE_NODES.replace("      - {address: 10.0.0.5, user: root, role: [worker]}\n", "")
+    verbose = "    services: {kubelet: {extra_args: {v: '3'}}}\n"
+
+    def phases(text: str) -> list[str]:
+        cluster.write(text)
+        seen: list[str] = []
+        up(cluster.desired(), OPTIONS, lambda p: seen.append(p.key), FakeConnector(cluster.world))
+        return seen
+
+    assert "early" in phases(four)
+    mark = len(cluster.world.events)
+    assert "early" not in phases(four + verbose)
+    assert sum(e.endswith("start kubelet") for e in cluster.world.events[mark:]) == 4
+    mark = len(cluster.world.events)
+    assert "early" in phases(FIVE_NODES + verbose)
+    assert [e for e in cluster.world.events[mark:] if "kubelet" in e] == [
+        "10.0.0.5 create kubelet",
+        "10.0.0.5 start kubelet",
+    ]
+    assert set(cluster.world.kube.nodes) == {f"10.0.0.{i}" for i in range(1, 6)}
+
+
 def test_a_changed_etcd_member_is_replaced_one_host_at_a_time(tmp_path):
     cluster = Cluster(tmp_path)
     cluster.up()
@@ -155,8 +200,9 @@ def test_a_replacement_that_fails_its_health_check_puts_the_old_container_back(t
     assert "old-kube-scheduler" not in docker.names()
 
 
-def test_rbac_is_applied_before_the_kubelets_start_and_left_alone_after(tmp_path):
-    """Without the system:node binding no kubelet with RKE's certificate can register."""
+def test_rbac_lets_the_kubelets_register_and_is_left_alone_after(tmp_path):
+    """Without the system:node binding no kubelet with RKE's certificate can register: a new cluster's
+    kubelets, started beside the control plane, keep trying until `up` applies it."""
     cluster = Cluster(tmp_path)
     planned = cluster.plan()
     applied = [a for a in planned.cluster_actions if a.kind == "apply" and a.phase == "objects"]
@@ -172,7 +218,7 @@ def test_rbac_is_applied_before_the_kubelets_start_and_left_alone_after(tmp_path
     cluster.up()
     kube = cluster.world.kube
     assert set(kube.nodes) == {"10.0.0.1", "10.0.0.2", "10.0.0.3"}
-    assert kube.refused == []  # the binding was there before any kubelet started
+    assert kube.waiting == []  # refused until the binding came, none left out
     rbac = ("system:node", "proxy-clusterrole-kubeapiserver", "proxy-role-binding-kubernetes-master")
     applies = [c for c in kube.calls if c.startswith("PATCH /apis/rbac") and c.split("?")[0].endswith(rbac)]
     assert len(applies) == 3
