@@ -2,11 +2,15 @@
 Kubernetes binaries), one driven by `rke`, one by `rke-py`, one after the other in one run. For each
 operation: wall seconds, the tool's own CPU seconds, SSH connections it opened (the hosts' sshd logs) and
 containers it replaced (IDs before and after); each operation run --repeat times, the median reported.
+The fresh `up` runs --repeat times on hosts without the images (they are removed after `remove`), then
+--repeat times with them cached. The lab's hosts share this machine's cores, so one host's pull slows every
+other's; --host-cpus caps each at that many CPUs, as hosts of their own would be, the same on both twins.
 
 Prints a table (or JSON with --output json), each measurement on stderr as it is taken; asserts nothing.
 Needs RKE_PY_RKE (a Go workspace with bin/rke), RKE_PY_KUBE_BINARIES and RKE_PY_RANCHER_IMAGES, as the
 tests marked rke do, and RKE_PY_ADDON_BINARIES for CoreDNS (docs/real-parts.md).
-Run: python benchmarks/bench_vs_rke.py [--nodes 3,5] [--every-operation-on 3] [--repeat 2] [--output json]
+Run: python benchmarks/bench_vs_rke.py [--nodes 3,5] [--every-operation-on 3] [--repeat 2] [--host-cpus 0.35]
+[--output json]
 (sizes not in --every-operation-on, by default all but the smallest, time the fresh `up` only)
 """
 
@@ -40,6 +44,7 @@ class Row:
     cpu_s: float
     ssh_sessions: int
     containers_replaced: int
+    host_cpus: float | None  # each host's CPU cap; None: the hosts share the machine's cores
 
 
 @dataclass
@@ -52,6 +57,7 @@ class Twin:
     hosts: list[str]  # container names on the outer engine
     known_hosts: str
     nodes: list  # cluster.yml's entry for every host, as the lab wrote it
+    host_cpus: float | None
 
 
 def command(tool: str, *args: str) -> list[str]:
@@ -124,7 +130,9 @@ def measured(twin: Twin, nodes: int, operation: str, *args: str) -> Row:
     replaced = sorted(
         f"{host}/{name}" for (host, name), cid in ids.items() if after.get((host, name), cid) != cid
     )
-    row = Row(twin.tool, nodes, operation, wall, cpu, ssh_logins(twin) - logins, len(replaced))
+    row = Row(
+        twin.tool, nodes, operation, wall, cpu, ssh_logins(twin) - logins, len(replaced), twin.host_cpus
+    )
     print(json.dumps({**asdict(row), "replaced": replaced}), file=sys.stderr, flush=True)
     return row
 
@@ -140,10 +148,15 @@ def operations(twin: Twin, nodes: int, repeat: int, every: bool) -> list[Row]:
     if twin.tool == "rke-py":  # RKE asks nothing; rke-py asks on a terminal, and refuses without one
         restore += ("--force",)
     rows = []
-    for i in range(repeat):  # the first on hosts without the images, the others with them cached
+    for i in range(repeat):
         if i:
             run(twin.tool, *remove)
-        rows.append(measured(twin, nodes, "fresh up, images cached" if i else "fresh up, images pulled", *up))
+            for host in twin.hosts:  # what remove leaves, and every image: the hosts as new again
+                on_host(host, "docker rm -f $(docker ps -aq); docker rmi -f $(docker images -aq)")
+        rows.append(measured(twin, nodes, "fresh up, images pulled", *up))
+    for _ in range(repeat):
+        run(twin.tool, *remove)
+        rows.append(measured(twin, nodes, "fresh up, images cached", *up))
     if not every:
         return rows
     rows += [measured(twin, nodes, "no-op up", *up) for _ in range(repeat)]
@@ -169,7 +182,7 @@ def _back(twin: Twin, nodes: int, up: tuple[str, ...]) -> None:
     )
 
 
-def twin_lab(tool: str, nodes: int) -> Twin:
+def twin_lab(tool: str, nodes: int, host_cpus: float | None) -> Twin:
     name = f"vs-{tool.replace('-', '')}{nodes}"
     made = subprocess.run(
         command("rke-py", "lab", "up", "--nodes", str(nodes + 1), "--name", name, "--output", "json"),
@@ -180,7 +193,13 @@ def twin_lab(tool: str, nodes: int) -> Twin:
     lab = json.loads(made.stdout)
     cluster_yml = Path(lab["cluster_yml"])
     listed = YAML().load(cluster_yml.read_text())["nodes"]
-    twin = Twin(tool, name, cluster_yml, [h["name"] for h in lab["hosts"]], lab["known_hosts"], listed)
+    hosts = [h["name"] for h in lab["hosts"]]
+    if host_cpus:
+        for host in hosts:
+            docker.from_env().containers.get(host).update(
+                cpu_period=100_000, cpu_quota=int(host_cpus * 100_000)
+            )
+    twin = Twin(tool, name, cluster_yml, hosts, lab["known_hosts"], listed, host_cpus)
     layout(twin, nodes, spare=False)
     return twin
 
@@ -198,6 +217,7 @@ def median_rows(rows: list[Row]) -> list[Row]:
             statistics.median(r.cpu_s for r in runs),
             round(statistics.median(r.ssh_sessions for r in runs)),
             round(statistics.median(r.containers_replaced for r in runs)),
+            runs[0].host_cpus,
         )
         for (tool, nodes, operation), runs in keyed.items()
     ]
@@ -208,6 +228,7 @@ def main() -> None:
     parser.add_argument("--nodes", default="3")
     parser.add_argument("--every-operation-on", default="", help="sizes that run more than a fresh up")
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--host-cpus", type=float, help="cap each lab host at this many CPUs")
     parser.add_argument("--output", choices=("table", "json"), default="table")
     options = parser.parse_args()
     if absent := [name for name in NEEDED if not os.environ.get(name)]:
@@ -217,7 +238,7 @@ def main() -> None:
     rows: list[Row] = []
     for nodes in sizes:
         for tool in TOOLS:
-            twin = twin_lab(tool, nodes)
+            twin = twin_lab(tool, nodes, options.host_cpus)
             try:
                 rows += operations(twin, nodes, options.repeat, nodes in every)
             finally:
@@ -226,6 +247,8 @@ def main() -> None:
     if options.output == "json":
         print(json.dumps([asdict(r) for r in table], indent=2))
         return
+    if options.host_cpus:
+        print(f"each host capped at {options.host_cpus} CPUs")
     heads = ("wall_s", "cpu_s", "ssh", "replaced", "vs RKE")
     print(f"{'tool':7} {'nodes':>5} {'operation':22} " + " ".join(f"{h:>8}" for h in heads))
     rke = {(r.nodes, r.operation): r.wall_s for r in table if r.tool == "rke"}
