@@ -4,7 +4,8 @@ docker-py's `ssh://` support builds its own paramiko client (no key object, no p
 RejectPolicy) and needs the docker CLI on the node. Instead, each pooled HTTP connection here is a
 channel on the `Connection` rke-py already holds: `direct-streamlocal@openssh.com` straight to the
 node's Docker socket (what RKE does), or, when sshd forbids Unix-socket forwarding, an exec channel
-running `docker system dial-stdio`.
+running `docker system dial-stdio`. Images are pulled with the node's docker CLI where it has one (see
+PULL_IDLE).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from requests.structures import CaseInsensitiveDict
 
 from rke_py.errors import ConnectError
 from rke_py.hosts import channels
-from rke_py.hosts.base import DockerContainer, DockerError
+from rke_py.hosts.base import Completed, DockerContainer, DockerError
 from rke_py.hosts.ssh import Connection
 from rke_py.kube.api import API_PATIENCE
 from rke_py.plan.model import ContainerSpec, RunConfig, flags_in_order
@@ -45,6 +46,11 @@ STREAMLOCAL_POOL = 9
 DIAL_STDIO_POOL = 3
 # what docker-py puts before each path; `NodeAPIClient.request` takes it off again
 _BASE_URL = "http+docker://ssh-rke-py"
+# A pull through the API streams several progress updates a second per layer, each an SSH packet for this
+# process to decrypt: the largest part of a new host's cost here. The node's docker CLI reads that stream
+# itself and, its output not a terminal, prints a line per layer and step. Silent this long, it is stuck.
+PULL_IDLE = 300.0
+NO_COMMAND = 127  # the shell's status for a command it cannot find
 
 
 def socket_problem(socket_path: str, user: str, cause: str, *, absent: bool = False) -> str:
@@ -249,12 +255,23 @@ def docker_client(
     except paramiko.SSHException as e:
         raise ConnectError(conn.host, "docker", socket_problem(socket_path, user, str(e))) from None
     api = NodeAPIClient(_Channels(open_channel, size), transport_kind=kind, timeout=timeout)
-    host = HostDocker(api, patience, conn.host)
+
+    def cli_pull(image: str) -> Completed:
+        return conn.run(
+            f"{_docker_host(socket_path)} docker pull -- {shlex.quote(image)}", timeout=PULL_IDLE, idle=True
+        )
+
+    host = HostDocker(api, patience, conn.host, cli_pull)
     try:
         host.negotiate(version)
     except DockerError as e:
         raise ConnectError(conn.host, "docker", socket_problem(socket_path, user, f"{kind}: {e}")) from None
     return host
+
+
+def _docker_host(socket_path: str) -> str:
+    """The docker CLI's setting for the socket rke-py uses, whatever the node's user has configured."""
+    return f"DOCKER_HOST={shlex.quote('unix://' + socket_path)}"
 
 
 def _dial_stdio(
@@ -273,7 +290,7 @@ def _dial_stdio(
             "permission), and the docker CLI is not installed on the node to use `docker system dial-stdio`"
         )
         raise ConnectError(conn.host, "docker", socket_problem(socket_path, user, cause))
-    command = f"DOCKER_HOST={shlex.quote('unix://' + socket_path)} docker system dial-stdio"
+    command = f"{_docker_host(socket_path)} docker system dial-stdio"
 
     def open_channel() -> paramiko.Channel:
         chan = conn.opened(lambda t: t.open_session(timeout=timeout))
@@ -284,12 +301,20 @@ def _dial_stdio(
 
 
 class HostDocker:
-    """The `Docker` operations over one node's client; docker-py's errors become DockerError."""
+    """The `Docker` operations over one node's client; docker-py's errors become DockerError. `cli_pull`
+    pulls an image with the node's docker CLI, where there is one (see PULL_IDLE)."""
 
-    def __init__(self, client: NodeAPIClient, patience: float = API_PATIENCE, host: str = ""):
+    def __init__(
+        self,
+        client: NodeAPIClient,
+        patience: float = API_PATIENCE,
+        host: str = "",
+        cli_pull: Callable[[str], Completed] | None = None,
+    ):
         self.api = client
         self.patience = patience
         self.host = host  # for the log line of a call asked again
+        self._cli_pull = cli_pull
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, again: bool = False, **kwargs: Any) -> Any:
         """`again`: the call may be repeated (reads, and changes that end in the same state), so one that
@@ -386,6 +411,17 @@ class HostDocker:
         return {tag for image in images for tag in image.get("RepoTags") or ()}
 
     def pull(self, image: str, auth: Mapping[str, str] | None) -> None:
+        """With the node's docker CLI when no credentials are needed (cluster.yml's stay off the node),
+        else, or when the CLI is missing or fails, through the API, whose error then says why."""
+        if self._cli_pull is not None and auth is None:
+            try:
+                done = self._cli_pull(image)
+            except ConnectError as e:  # stuck, or the connection went: the API would fare no better
+                raise DockerError(f"pull {image}: {e.detail}") from e
+            if done.rc == 0:
+                return
+            if done.rc == NO_COMMAND:
+                self._cli_pull = None
         self._call(
             f"pull {image}", self.api.pull, image, auth_config=dict(auth) if auth else None, again=True
         )

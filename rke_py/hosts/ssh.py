@@ -405,17 +405,24 @@ class Connection:
 
     # commands
 
-    def run(self, cmd: str, *, input: bytes | None = None, timeout: float = 60) -> Completed:
-        """Run `cmd` through the login shell; feed `input` to its stdin. Times out as ConnectError."""
+    def run(
+        self, cmd: str, *, input: bytes | None = None, timeout: float = 60, idle: bool = False
+    ) -> Completed:
+        """Run `cmd` through the login shell; feed `input` to its stdin. Times out as ConnectError: after
+        `timeout` seconds, or with `idle` after `timeout` seconds without output."""
         with self._exec_slots:
-            return self._run(cmd, input, timeout)
+            return self._run(cmd, input, timeout, idle)
 
-    def _run(self, cmd: str, input: bytes | None, timeout: float) -> Completed:
+    def _run(self, cmd: str, input: bytes | None, timeout: float, idle: bool = False) -> Completed:
         chan = self._session(timeout)
         try:
             self._start(chan, cmd, input)
+            quiet = " without output" if idle else ""
             return _collect(
-                chan, timeout, lambda: self._error("exec", f"{cmd!r} timed out after {timeout:g}s")
+                chan,
+                timeout,
+                lambda: self._error("exec", f"{cmd!r} timed out after {timeout:g}s{quiet}"),
+                idle,
             )
         finally:
             chan.close()
@@ -601,8 +608,9 @@ def _feed(chan: paramiko.Channel, data: bytes) -> None:
         pass  # the command exited early; its status tells the story
 
 
-def _collect(chan: paramiko.Channel, timeout: float, on_timeout) -> Completed:
-    """Read stdout and stderr together (so neither can fill the window and stall) until the command exits."""
+def _collect(chan: paramiko.Channel, timeout: float, on_timeout, idle: bool = False) -> Completed:
+    """Read stdout and stderr together (so neither can fill the window and stall) until the command exits;
+    with `idle`, the timeout counts from the last output."""
     deadline = time.monotonic() + timeout
     out: list[bytes] = []
     err: list[bytes] = []
@@ -611,10 +619,14 @@ def _collect(chan: paramiko.Channel, timeout: float, on_timeout) -> Completed:
         if remaining <= 0:
             raise on_timeout()
         select.select([chan], [], [], remaining)
+        heard = len(out) + len(err)
         while chan.recv_stderr_ready():
             err.append(chan.recv_stderr(65536))
         if chan.recv_ready():
             out.append(chan.recv(65536))
+        if len(out) + len(err) > heard:
+            if idle:
+                deadline = time.monotonic() + timeout
             continue
         if chan.eof_received or chan.closed:
             break

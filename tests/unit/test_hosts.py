@@ -21,7 +21,7 @@ from rke_py.config.schema import BastionHost, ClusterConfig, Node
 from rke_py.deploy.targets import bastion_target, ssh_target
 from rke_py.errors import ConnectError, ExitStatus, UnreachableError
 from rke_py.hosts import docker_api, ssh
-from rke_py.hosts.base import DockerError
+from rke_py.hosts.base import Completed, DockerError
 from rke_py.hosts.channels import ChannelTimeout, split_url
 from rke_py.hosts.docker_api import HostDocker, NodeAPIClient, docker_client, socket_problem
 from rke_py.hosts.dockerfiles import RENAME_PAIRS, tar_one
@@ -598,3 +598,73 @@ def test_the_file_helpers_renames_may_run_twice_and_still_fail_on_a_file_that_wa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]
     missing = ["sh", "-c", RENAME_PAIRS, "sh", str(tmp_path / ".c.tmp"), str(tmp_path / "c")]
     assert subprocess.run(missing, capture_output=True).returncode != 0
+
+
+class _CLI:
+    """The node's `docker pull`, answering with `rcs` in turn (127: no docker CLI there)."""
+
+    def __init__(self, *rcs: int):
+        self.rcs = list(rcs)
+        self.pulled: list[str] = []
+
+    def __call__(self, image: str) -> Completed:
+        self.pulled.append(image)
+        return Completed(self.rcs.pop(0), b"", b"")
+
+
+def _api_pulls(cli: _CLI, images: list[str], auth: dict[str, str] | None = None) -> list[str]:
+    """The requests that reached the Docker API while `images` were pulled."""
+    asked: list[str] = []
+
+    def answer(line: str) -> bytes:
+        asked.append(line)
+        return _json_reply({"status": "Downloaded newer image"})
+
+    host = HostDocker(
+        NodeAPIClient(
+            docker_api._Channels(_SocketDocker(answer).open, 2), transport_kind="streamlocal", timeout=5
+        ),
+        10,
+        "10.0.0.1",
+        cli,
+    )
+    for image in images:
+        host.pull(image, auth)
+    return asked
+
+
+def test_an_image_is_pulled_with_the_nodes_docker_cli_and_its_progress_stays_there():
+    cli = _CLI(0, 0)
+    assert _api_pulls(cli, ["rancher/hyperkube:v1.28.7-rancher1", "rancher/rke-tools:v0.1.96"]) == []
+    assert cli.pulled == ["rancher/hyperkube:v1.28.7-rancher1", "rancher/rke-tools:v0.1.96"]
+
+
+def test_without_a_docker_cli_on_the_node_pulls_go_through_the_api_and_the_cli_is_not_asked_again():
+    cli = _CLI(127)
+    asked = _api_pulls(cli, ["rancher/hyperkube:v1.28.7-rancher1", "rancher/rke-tools:v0.1.96"])
+    assert [line.split("?")[0] for line in asked] == ["POST /v1.24/images/create"] * 2
+    assert cli.pulled == ["rancher/hyperkube:v1.28.7-rancher1"]
+
+
+def test_a_pull_the_cli_failed_is_asked_of_the_api_whose_error_says_why():
+    cli = _CLI(1, 0)
+    asked = _api_pulls(cli, ["rancher/hyperkube:v1.28.7-rancher1", "rancher/rke-tools:v0.1.96"])
+    assert len(asked) == 1 and "hyperkube" in asked[0]  # the failed one; the CLI is still used after it
+    assert cli.pulled == ["rancher/hyperkube:v1.28.7-rancher1", "rancher/rke-tools:v0.1.96"]
+
+
+def test_an_image_needing_credentials_is_pulled_through_the_api_so_they_never_reach_the_node():
+    cli = _CLI()
+    asked = _api_pulls(
+        cli, ["registry.example:5000/rancher/hyperkube:v1"], {"username": "u", "password": "p"}
+    )
+    assert len(asked) == 1 and cli.pulled == []
+
+
+def test_a_cli_pull_whose_connection_broke_fails_naming_the_image_without_asking_the_api():
+    def broken(image: str) -> Completed:
+        raise ConnectError("10.0.0.1", "exec", "'docker pull' timed out after 300s without output")
+
+    host = HostDocker(cast(NodeAPIClient, None), 10, "10.0.0.1", broken)
+    with pytest.raises(DockerError, match="pull rancher/hyperkube:v1: 'docker pull' timed out after 300s"):
+        host.pull("rancher/hyperkube:v1", None)
