@@ -208,10 +208,9 @@ class Preflight(Phase):
 class PrepareHosts(Phase):
     """Every host removes what it no longer runs, writes its files and pulls its images, in the background:
     each plane waits only for its own hosts' files and the images its containers there run, so etcd starts
-    while the control plane's images still arrive. A host pulls PULLS_AT_ONCE images at a time; a host
-    with neither etcd nor the control plane to start begins its pulls once the hosts that have are done
-    with theirs: the planes go one after another, and a worker's pull would only slow theirs down where
-    hosts share a registry's bandwidth (or, in a lab, the same cores)."""
+    while the control plane's images still arrive. Every host pulls at once, PULLS_AT_ONCE images at a
+    time: a worker waiting for the etcd and control plane hosts' pulls would leave its own network and
+    cores idle for as long as theirs take (measured in the README's "Speed beside RKE")."""
 
     key, title = "prepare", "preparing hosts: removing what they no longer run, writing files, pulling images"
 
@@ -230,10 +229,9 @@ class PrepareHosts(Phase):
             self.written[node.address] = Future()
             self.pulled[node.address] = {p.image: Future() for p in self._pulls(node)}
         self.pool = ThreadPoolExecutor(max_workers=max(1, min(self.r.options.concurrency, len(nodes))))
-        first = [n for n in nodes if self.leads(n)]
-        # the hosts the others wait for go first: a worker never holds a thread one of them needs
-        for node in [*first, *(n for n in nodes if not self.leads(n))]:
-            self.pool.submit(self._host, node, [] if self.leads(node) else first)
+        # the hosts the planes wait for first go first: a worker never holds a thread one of them needs
+        for node in sorted(nodes, key=lambda n: not self.leads(n)):
+            self.pool.submit(self._host, node)
 
     def leads(self, node: Node) -> bool:
         plan = self.r.desired.plan.node(node.address)
@@ -242,7 +240,7 @@ class PrepareHosts(Phase):
     def _pulls(self, node: Node) -> list[a.PullImage]:
         return [x for x in self.r.in_phase("images", [node]) if isinstance(x, a.PullImage)]
 
-    def _host(self, node: Node, after: Sequence[Node]) -> None:
+    def _host(self, node: Node) -> None:
         target = self.r.session.targets[node.address]
         pulled = self.pulled[node.address]
         try:
@@ -256,9 +254,6 @@ class PrepareHosts(Phase):
                 future.set_exception(exc)
             return
         self.written[node.address].set_result(None)
-        if pulled and after:
-            for future in [f for n in after for f in self.pulled[n.address].values()]:
-                future.exception()  # waits; a failure is its own host's
         with ThreadPoolExecutor(max_workers=PULLS_AT_ONCE) as pulls:
             for action in self._pulls(node):
                 done = pulls.submit(self.r.applier.execute, action, target)
