@@ -195,10 +195,9 @@ def twin_lab(tool: str, nodes: int, host_cpus: float | None) -> Twin:
     listed = YAML().load(cluster_yml.read_text())["nodes"]
     hosts = [h["name"] for h in lab["hosts"]]
     if host_cpus:
+        engine = docker.from_env()
         for host in hosts:
-            docker.from_env().containers.get(host).update(
-                cpu_period=100_000, cpu_quota=int(host_cpus * 100_000)
-            )
+            engine.containers.get(host).update(cpu_period=100_000, cpu_quota=int(host_cpus * 100_000))
     twin = Twin(tool, name, cluster_yml, hosts, lab["known_hosts"], listed, host_cpus)
     layout(twin, nodes, spare=False)
     return twin

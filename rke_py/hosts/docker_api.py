@@ -422,6 +422,7 @@ class HostDocker:
                 return
             if done.rc == NO_COMMAND:
                 self._cli_pull = None
+            log.debug("%s: docker pull %s exited %d; pulling through the API", self.host, image, done.rc)
         self._call(
             f"pull {image}", self.api.pull, image, auth_config=dict(auth) if auth else None, again=True
         )

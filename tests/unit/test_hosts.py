@@ -612,12 +612,24 @@ class _CLI:
         return Completed(self.rcs.pop(0), b"", b"")
 
 
-def _api_pulls(cli: _CLI, images: list[str], auth: dict[str, str] | None = None) -> list[str]:
-    """The requests that reached the Docker API while `images` were pulled."""
+def _api_pulls(
+    cli: _CLI, images: list[str], auth: dict[str, str] | None = None, missing: str = ""
+) -> list[str]:
+    """The requests that reached the Docker API while `images` were pulled (the API answers 404 for
+    `missing`)."""
     asked: list[str] = []
 
     def answer(line: str) -> bytes:
         asked.append(line)
+        if missing and missing in line:
+            body = json.dumps({"message": f"manifest for {missing} not found"}).encode()
+            return (
+                b"HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                % (
+                    len(body),
+                    body,
+                )
+            )
         return _json_reply({"status": "Downloaded newer image"})
 
     host = HostDocker(
@@ -629,7 +641,10 @@ def _api_pulls(cli: _CLI, images: list[str], auth: dict[str, str] | None = None)
         cli,
     )
     for image in images:
-        host.pull(image, auth)
+        try:
+            host.pull(image, auth)
+        except DockerError as e:
+            asked.append(f"error: {e}")
     return asked
 
 
@@ -648,9 +663,10 @@ def test_without_a_docker_cli_on_the_node_pulls_go_through_the_api_and_the_cli_i
 
 def test_a_pull_the_cli_failed_is_asked_of_the_api_whose_error_says_why():
     cli = _CLI(1, 0)
-    asked = _api_pulls(cli, ["rancher/hyperkube:v1.28.7-rancher1", "rancher/rke-tools:v0.1.96"])
-    assert len(asked) == 1 and "hyperkube" in asked[0]  # the failed one; the CLI is still used after it
-    assert cli.pulled == ["rancher/hyperkube:v1.28.7-rancher1", "rancher/rke-tools:v0.1.96"]
+    asked = _api_pulls(cli, ["rancher/hyperkube:v9", "rancher/rke-tools:v0.1.96"], missing="hyperkube")
+    assert len(asked) == 2 and "hyperkube" in asked[0]  # the failed one; the CLI is still used after it
+    assert asked[1] == "error: pull rancher/hyperkube:v9: manifest for hyperkube not found"
+    assert cli.pulled == ["rancher/hyperkube:v9", "rancher/rke-tools:v0.1.96"]
 
 
 def test_an_image_needing_credentials_is_pulled_through_the_api_so_they_never_reach_the_node():
