@@ -10,10 +10,12 @@ others `--runs` times each (medians), each after the machine settled: the hosts'
 starting long after a fresh `up` of many hosts, and on a machine that busy the CPU a run spends grows
 with the load, which made slopes between a quiet and a loaded size swing by 20 ms a host. `--profile`
 builds one more lab of the smaller size and runs each operation there under yappi (CPU clock, every
-thread, C functions included), then prints where the CPU went by kind; yappi slows Python code more than
-C, so the shares are read as an order, not as times. `--operations` times instead, one host after another
-on a lab of the smaller size, each kind of request a run makes (CPU per request, medians of `--repeat`
-rounds; the SSH packets each one received): the cost model the slopes add up from.
+thread, C functions included), then prints where the CPU went by kind and the requests each host was
+asked (SSH logins, commands, file batches, Docker requests, channels, probes, TLS handshakes); yappi
+slows Python code more than C, so the shares are read as an order, not as times. `--operations` times
+instead, one host after another on a lab of the smaller size, each kind of request a run makes (CPU per
+request, medians of `--repeat` rounds; the SSH packets each one received): the cost model the slopes add
+up from.
 Run: python benchmarks/bench_transport.py [--sizes 24,48] [--runs 3] [--output json] [--profile |
   --operations]
 Needs the lab (scripts/bootstrap), and yappi for --profile (`pip install -e .[bench]`); asserts nothing.
@@ -58,6 +60,20 @@ KINDS = (
 )
 
 
+# The requests a run makes, counted by the profiler (function calls): with `--operations`' cost of each,
+# what a host's share of a run should cost.
+REQUESTS = {
+    "SSH logins": ("rke_py/hosts/ssh.py", "connect"),
+    "commands": ("rke_py/hosts/ssh.py", "Connection._run"),
+    "file batches": ("rke_py/hosts/ssh.py", "Connection.write_files"),
+    "Docker requests": ("rke_py/hosts/docker_api.py", "NodeAPIClient.request"),
+    "Docker channels": ("rke_py/hosts/channels.py", "open_streamlocal"),
+    "TCP channels (probes, API)": ("rke_py/hosts/ssh.py", "Connection.open_tcp"),
+    "health probes": ("rke_py/verify/health.py", "probe"),
+    "TLS handshakes": ("rke_py/hosts/channels.py", "_TLSChannel.__init__"),
+}
+
+
 def kind_of(module: str) -> str:
     for kind, patterns in KINDS:
         if any(p in module for p in patterns):
@@ -80,9 +96,13 @@ def profiled(args: list[str]) -> None:
         code = int(exit.code or 0)
     yappi.stop()
     spent: Counter[str] = Counter()
+    made = dict.fromkeys(REQUESTS, 0)
     for stat in yappi.get_func_stats():
         spent[kind_of(f"{stat.module} {stat.name}")] += stat.tsub
-    print(json.dumps({"exit": code, "kinds": dict(spent)}))
+        for request, (module, name) in REQUESTS.items():
+            if stat.module.endswith(module) and stat.name == name:
+                made[request] += stat.ncall
+    print(json.dumps({"exit": code, "kinds": dict(spent), "requests": made}))
 
 
 def lab(hosts: int, name: str) -> str:
@@ -131,8 +151,8 @@ def measure(hosts: int, runs: int) -> list[dict[str, object]]:
     return rows
 
 
-def profile(hosts: int) -> dict[str, dict[str, float]]:
-    """Each operation's CPU by kind, on a lab of its own."""
+def profile(hosts: int) -> dict[str, dict[str, dict[str, float]]]:
+    """Each operation's CPU by kind, and the requests it made per host, on a lab of its own."""
     name = f"transport{hosts}-profile"
     cluster_yml = lab(hosts, name)
     out = {}
@@ -143,7 +163,8 @@ def profile(hosts: int) -> dict[str, dict[str, float]]:
             answer = json.loads(done.stdout.strip().splitlines()[-1])
             if answer["exit"] != 0:
                 sys.exit(f"{operation} under the profiler failed:\n{done.stderr[-3000:]}")
-            out[operation] = answer["kinds"]
+            per_host = {k: round(n / hosts, 1) for k, n in answer["requests"].items()}
+            out[operation] = {"kinds": answer["kinds"], "requests_per_host": per_host}
     finally:
         rke_py("lab", "down", "--name", name)
     return out
@@ -260,12 +281,13 @@ def main() -> None:
     print(" | ".join(f"{c:>15}" for c in columns))
     for row in rows:
         print(" | ".join(f"{row[c]!s:>15}" for c in columns))
-    for operation, spent in kinds.items():
-        total = sum(spent.values()) or 1
-        top = sorted(spent.items(), key=lambda kv: -kv[1])
+    for operation, found in kinds.items():
+        total = sum(found["kinds"].values()) or 1
+        top = sorted(found["kinds"].items(), key=lambda kv: -kv[1])
         print(f"\n{operation} at {small} hosts, CPU by kind (under yappi):")
         for kind, seconds in top:
             print(f"  {seconds / total:6.1%}  {kind}")
+        print("  requests per host: " + ", ".join(f"{k} {n}" for k, n in found["requests_per_host"].items()))
 
 
 if __name__ == "__main__":
