@@ -11,11 +11,11 @@ starting long after a fresh `up` of many hosts, and on a machine that busy the C
 with the load, which made slopes between a quiet and a loaded size swing by 20 ms a host. `--profile`
 builds one more lab of the smaller size and runs each operation there under yappi (CPU clock, every
 thread, C functions included), then prints where the CPU went by kind and the requests each host was
-asked (SSH logins, commands, file batches, Docker requests, channels, probes, TLS handshakes); yappi
-slows Python code more than C, so the shares are read as an order, not as times. `--operations` times
-instead, one host after another on a lab of the smaller size, each kind of request a run makes (CPU per
-request, medians of `--repeat` rounds; the SSH packets each one received): the cost model the slopes add
-up from.
+asked (SSH logins, commands, file batches, Docker requests, channels, probes, TLS handshakes, SSH
+packets); yappi slows Python code more than C, so the shares are read as an order, not as times.
+`--operations` times instead, one host after another on a lab of the smaller size, each kind of request
+a run makes (CPU per request, medians of `--repeat` rounds; the SSH packets each one received): the cost
+model the slopes add up from.
 Run: python benchmarks/bench_transport.py [--sizes 24,48] [--runs 3] [--output json] [--profile |
   --operations]
 Needs the lab (scripts/bootstrap), and yappi for --profile (`pip install -e .[bench]`); asserts nothing.
@@ -71,6 +71,8 @@ REQUESTS = {
     "TCP channels (probes, API)": ("rke_py/hosts/ssh.py", "Connection.open_tcp"),
     "health probes": ("rke_py/verify/health.py", "probe"),
     "TLS handshakes": ("rke_py/hosts/channels.py", "_TLSChannel.__init__"),
+    "SSH packets received": ("paramiko/packet.py", "Packetizer.read_message"),
+    "SSH packets sent": ("paramiko/packet.py", "Packetizer.send_message"),
 }
 
 
