@@ -6,6 +6,9 @@ chokepoint, rollback and the etcd plane are tested without a lab.
 
 from __future__ import annotations
 
+import io
+import tarfile
+import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -161,3 +164,19 @@ def parse_sha256sum(out: str, paths: list[str]) -> dict[str, str]:
         if name in wanted:
             found[name] = digest
     return found
+
+
+def tar_one(name: str, content: bytes, mode: int) -> bytes:
+    """A tar stream of one file, as Docker's put_archive takes it."""
+    return tar_files({name: (content, mode)})
+
+
+def tar_files(files: Mapping[str, tuple[bytes, int]]) -> bytes:
+    """A tar stream of files by name: (content, mode) each."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        for name, (content, mode) in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(content), mode, int(time.time())
+            tar.addfile(info, io.BytesIO(content))
+    return out.getvalue()

@@ -9,14 +9,11 @@ host's namespaces (`nsenter` from a privileged one-shot container), the same scr
 
 from __future__ import annotations
 
-import io
 import posixpath
-import tarfile
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from rke_py.hosts.base import Completed, DockerError, parse_sha256sum, remove_if_present
+from rke_py.hosts.base import Completed, DockerError, parse_sha256sum, remove_if_present, tar_files
 from rke_py.hosts.docker_api import HostDocker
 
 if TYPE_CHECKING:
@@ -127,19 +124,3 @@ class DockerFiles:
 
 def _temporary(path: str) -> str:
     return f".{posixpath.basename(path)}.rke-py-tmp"
-
-
-def tar_one(name: str, content: bytes, mode: int) -> bytes:
-    """A tar stream of one file, as Docker's put_archive takes it."""
-    return tar_files({name: (content, mode)})
-
-
-def tar_files(files: Mapping[str, tuple[bytes, int]]) -> bytes:
-    """A tar stream of files by name: (content, mode) each."""
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w") as tar:
-        for name, (content, mode) in files.items():
-            info = tarfile.TarInfo(name)
-            info.size, info.mode, info.mtime = len(content), mode, int(time.time())
-            tar.addfile(info, io.BytesIO(content))
-    return out.getvalue()

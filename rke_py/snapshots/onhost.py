@@ -17,9 +17,9 @@ from datetime import UTC, datetime
 
 from rke_py.config.schema import ClusterConfig, Node
 from rke_py.errors import HostError
-from rke_py.hosts.base import DockerError, HostConnection, disk_full, last_logs, remove_if_present
+from rke_py.hosts.base import DockerError, HostConnection, disk_full, last_logs, remove_if_present, tar_one
 from rke_py.hosts.docker_api import HostDocker
-from rke_py.hosts.dockerfiles import HELPER_LABEL, tar_one
+from rke_py.hosts.dockerfiles import HELPER_LABEL
 from rke_py.plan import etcd
 from rke_py.plan.common import KUBE_DIR, host_path
 from rke_py.plan.etcd_snapshots import BACKUP, SNAPSHOT_DIR

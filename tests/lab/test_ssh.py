@@ -30,7 +30,7 @@ from cryptography.x509.oid import NameOID
 
 from rke_py.config.schema import BastionHost, ClusterConfig, Node
 from rke_py.deploy.targets import bastion_target, ssh_target
-from rke_py.errors import ConnectError, ExitStatus
+from rke_py.errors import ConnectError, ExitStatus, HostError
 from rke_py.hosts.connections import Connections
 from rke_py.hosts.docker_api import HostDocker, docker_client
 from rke_py.hosts.hostkeys import HostKeyPolicy, HostKeyStore
@@ -572,6 +572,18 @@ def test_write_file_does_not_follow_a_planted_temp_symlink(conn, tmp_path):
     assert victim.read_bytes() == b"untouched"
     assert target.read_bytes() == b"secret"
     assert target.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_batch_that_cannot_be_written_names_the_file_and_cause_and_leaves_no_temporary_file(conn, tmp_path):
+    ssl = tmp_path / "ssl"
+    (ssl / "kube-node.pem").mkdir(parents=True)  # a directory where the file goes: it cannot be replaced
+    with pytest.raises(HostError) as failed:
+        conn.write_files([(f"{ssl}/kube-ca.pem", b"ca", 0o644), (f"{ssl}/kube-node.pem", b"node", 0o644)])
+    said = str(failed.value)
+    assert said.startswith(f"127.0.0.1: write: cannot write {ssl}/kube-ca.pem and 1 more files: "), said
+    assert "kube-node.pem" in said and "directory" in said, said
+    assert sorted(p.name for p in ssl.iterdir()) == ["kube-ca.pem", "kube-node.pem"]
+    assert (ssl / "kube-node.pem").is_dir()
 
 
 def test_read_file_and_file_hashes(conn, tmp_path):

@@ -21,10 +21,10 @@ from rke_py.config.schema import BastionHost, ClusterConfig, Node
 from rke_py.deploy.targets import bastion_target, ssh_target
 from rke_py.errors import ConnectError, ExitStatus, UnreachableError
 from rke_py.hosts import docker_api, ssh
-from rke_py.hosts.base import Completed, DockerError
+from rke_py.hosts.base import Completed, DockerError, tar_one
 from rke_py.hosts.channels import ChannelTimeout, split_url
 from rke_py.hosts.docker_api import HostDocker, NodeAPIClient, docker_client, socket_problem
-from rke_py.hosts.dockerfiles import RENAME_PAIRS, tar_one
+from rke_py.hosts.dockerfiles import RENAME_PAIRS
 from rke_py.hosts.keys import PASSPHRASE_ENV, KeyLoader, KeyProblem, expand_home
 from rke_py.hosts.ssh import SSHTarget
 
