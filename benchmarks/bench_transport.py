@@ -178,6 +178,7 @@ def _requests(host: Any, pull: str) -> dict[str, Callable[[], object]]:
     from rke_py.plan.model import FileSpec
 
     scratch = FileSpec("/tmp/rke-py-bench/scratch", b"x" * 2000)  # a certificate's size
+    eight = [FileSpec(f"/tmp/rke-py-bench/scratch{i}", b"x" * 2000, 0o600) for i in range(8)]
 
     def refused() -> None:
         with contextlib.suppress(ConnectError):  # the refusal is the point
@@ -193,7 +194,8 @@ def _requests(host: Any, pull: str) -> dict[str, Callable[[], object]]:
         "Docker: inspect a container": lambda: host.docker.api.inspect_container("kubelet"),
         **pulls,
         "command (exec channel)": lambda: host.run("true"),
-        "file written (SFTP)": lambda: host.write_files([scratch]),
+        "file written": lambda: host.write_files([scratch]),
+        "8 files written at once (a worker's)": lambda: host.write_files(eight),
         "probe over HTTP": lambda: host.http_get("http://localhost:10248/healthz"),
         "probe over TLS": lambda: host.https_get("https://localhost:10250/healthz"),
         "channel refused (a port not open yet)": refused,

@@ -39,7 +39,7 @@ ROUND_TRIPS = {
     "run": 2,  # open a session channel; exec, its output and exit status
     "run_as_root": 2,
     "file_hashes": 2,  # one sha256sum command
-    "write_files": 6,  # per file, SFTP: stat the directory, remove a leftover, open, chmod, write, rename
+    "write_files": 2,  # one command for the whole batch: a tar on its stdin, extracted and renamed
     "https_get": 3,  # a direct-tcpip channel, the TLS handshake, the request
     "http_get": 2,
     "served_certificate": 2,  # a direct-tcpip channel and the TLS handshake
@@ -270,8 +270,7 @@ class Metered:
             trips = ROUND_TRIPS["docker"] if self._counter == "docker_calls" else ROUND_TRIPS[name]
 
             def call(*args: Any, **kwargs: Any) -> Any:
-                each = len(args[0]) if name == "write_files" else 1  # root's files go one by one
-                with self._meter.call(self._counter, self._address, trips * each):
+                with self._meter.call(self._counter, self._address, trips):
                     return value(*args, **kwargs)
 
             return call
