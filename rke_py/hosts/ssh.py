@@ -479,9 +479,11 @@ class Connection:
         if not all(path.startswith("/") for path in paths):
             raise ValueError(f"file paths must be absolute: {paths}")
         temporary = [path + TEMPORARY for path in paths]
-        archive = tar_files({path.lstrip("/") + TEMPORARY: (content, mode) for path, content, mode in batch})
+        archive = tar_files(
+            {t.lstrip("/"): (content, mode) for t, (_, content, mode) in zip(temporary, batch, strict=True)}
+        )
         directories = sorted({os.path.dirname(path) for path in paths})
-        renames = [f"mv -fT -- {_quoted((path + TEMPORARY, path))}" for path in paths]
+        renames = [f"mv -fT -- {_quoted(pair)}" for pair in zip(temporary, paths, strict=True)]
         script = (
             f"umask 022 && mkdir -p -- {_quoted(directories)} && umask 077 && "
             f"{{ tar -x -p -o -m -f - -C / && {' && '.join(renames)}; }} "
