@@ -16,6 +16,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from rke_py.plan.model import ContainerSpec, FileSpec, RunConfig
 
+# A file rke-py writes goes to a name ending in this first, then is renamed over its path.
+TEMPORARY = ".rke-py-tmp"
+
 
 @dataclass(frozen=True)
 class Completed:

@@ -13,7 +13,14 @@ import posixpath
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from rke_py.hosts.base import Completed, DockerError, parse_sha256sum, remove_if_present, tar_files
+from rke_py.hosts.base import (
+    TEMPORARY,
+    Completed,
+    DockerError,
+    parse_sha256sum,
+    remove_if_present,
+    tar_files,
+)
 from rke_py.hosts.docker_api import HostDocker
 
 if TYPE_CHECKING:
@@ -123,4 +130,4 @@ class DockerFiles:
 
 
 def _temporary(path: str) -> str:
-    return f".{posixpath.basename(path)}.rke-py-tmp"
+    return f".{posixpath.basename(path)}{TEMPORARY}"

@@ -23,7 +23,7 @@ import paramiko
 
 from rke_py.errors import BusyError, ConnectError, HostError, UnreachableError
 from rke_py.hosts import channels
-from rke_py.hosts.base import Completed, disk_full, parse_sha256sum, tar_files
+from rke_py.hosts.base import TEMPORARY, Completed, disk_full, parse_sha256sum, tar_files
 from rke_py.hosts.hostkeys import HostKeyPolicy, HostKeyRejected, HostKeyStore
 from rke_py.hosts.keys import KeyLoader, KeyProblem, expand_home
 
@@ -41,8 +41,6 @@ _TIMEOUT_HINT = "Please check if the node is up and is accepting SSH connections
 # 6 concurrent commands (file writes among them) + 1 SFTP (reads) + the Docker dial-stdio fallback's 3
 # stay within it.
 EXEC_SLOTS = 6
-# A file being written goes to its path with this appended, then is renamed over it.
-TEMPORARY = ".rke-py-tmp"
 # Bytes a second a host takes a file batch at, at least: a batch's timeout grows with its size.
 WRITE_RATE = 1 << 20
 # A connection lost more often than this in one run is a host problem to report, not a blip to ride out.
@@ -594,8 +592,8 @@ def _feed(chan: paramiko.Channel, data: bytes) -> None:
     try:
         chan.sendall(data)
         chan.shutdown_write()
-    except (OSError, paramiko.SSHException):
-        pass  # the command exited early; its status tells the story
+    except (OSError, paramiko.SSHException, EOFError):
+        pass  # the command exited early, or the connection went: its status tells the story
 
 
 def _collect(chan: paramiko.Channel, timeout: float, on_timeout, idle: bool = False) -> Completed:

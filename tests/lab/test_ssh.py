@@ -542,10 +542,13 @@ def test_files_written_together_get_their_own_modes_and_directories(conn, tmp_pa
     }
 
 
-def test_a_connection_lost_while_a_file_is_written_fails_the_write_naming_the_host(conn, tmp_path):
-    """SFTP says "Server connection dropped" (paramiko's SSHException, no OSError): it escaped as a bug
-    where the run should name the host and the lost connection."""
-    path, failed = tmp_path / "big", []
+def test_a_connection_lost_while_a_file_is_written_fails_the_write_naming_the_host(
+    conn, tmp_path, monkeypatch
+):
+    """The connection going as the files are sent fails the write naming the host and the lost connection,
+    and nothing escapes from the thread that sends them (a traceback on the user's terminal)."""
+    path, failed, escaped = tmp_path / "big", [], []
+    monkeypatch.setattr(threading, "excepthook", escaped.append)
 
     def write() -> None:
         try:
@@ -561,6 +564,10 @@ def test_a_connection_lost_while_a_file_is_written_fails_the_write_naming_the_ho
     assert len(failed) == 1 and isinstance(failed[0], ConnectError), failed
     assert str(failed[0]).startswith(f"127.0.0.1: write: cannot write {path}: connection lost"), failed
     assert not path.exists()
+    for thread in threading.enumerate():
+        if thread.name.endswith("(_feed)"):
+            thread.join(10)
+    assert not escaped, [e.exc_value for e in escaped]
 
 
 def test_write_file_does_not_follow_a_planted_temp_symlink(conn, tmp_path):

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import docker
+import paramiko
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
@@ -684,3 +685,19 @@ def test_a_cli_pull_whose_connection_broke_fails_naming_the_image_without_asking
     host = HostDocker(cast(NodeAPIClient, None), 10, "10.0.0.1", broken)
     with pytest.raises(DockerError, match="pull rancher/hyperkube:v1: 'docker pull' timed out after 300s"):
         host.pull("rancher/hyperkube:v1", None)
+
+
+@pytest.mark.parametrize("lost", [EOFError(), OSError("Socket is closed"), paramiko.SSHException("closed")])
+def test_files_fed_to_a_command_whose_connection_went_end_quietly(lost):
+    """The thread sending a command's stdin (a batch of files) meets the connection gone however paramiko
+    says it; the command's status names the loss, and nothing else may reach the user's terminal."""
+
+    sent: list[bytes] = []
+
+    class Gone:
+        def sendall(self, data: bytes) -> None:
+            sent.append(data)
+            raise lost
+
+    ssh._feed(Gone(), b"files")  # type: ignore[arg-type]  # returns, raising nothing
+    assert sent == [b"files"]
