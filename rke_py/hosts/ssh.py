@@ -481,11 +481,11 @@ class Connection:
             {t.lstrip("/"): (content, mode) for t, (_, content, mode) in zip(temporary, batch, strict=True)}
         )
         directories = sorted({os.path.dirname(path) for path in paths})
-        renames = [f"mv -fT -- {_quoted(pair)}" for pair in zip(temporary, paths, strict=True)]
+        renames = [f"mv -fT -- {shlex.join(pair)}" for pair in zip(temporary, paths, strict=True)]
         script = (
-            f"umask 022 && mkdir -p -- {_quoted(directories)} && umask 077 && "
+            f"umask 022 && mkdir -p -- {shlex.join(directories)} && umask 077 && "
             f"{{ tar -x -p -o -m -f - -C / && {' && '.join(renames)}; }} "
-            f"|| {{ failed=$?; rm -f -- {_quoted(temporary)}; exit $failed; }}"
+            f"|| {{ failed=$?; rm -f -- {shlex.join(temporary)}; exit $failed; }}"
         )
         what = f"cannot write {paths[0]}" + (f" and {len(paths) - 1} more files" if len(paths) > 1 else "")
         with self._files_lock:
@@ -504,7 +504,8 @@ class Connection:
 
     def _fullest(self, directories: list[str]) -> str:
         """What a full disk says, for the one of those holding `directories` with the least room left."""
-        rows = self.run(f"df -Pk -- {_quoted(directories)}").stdout.decode(errors="replace").splitlines()[1:]
+        df = self.run(f"df -Pk -- {shlex.join(directories)}")
+        rows = df.stdout.decode(errors="replace").splitlines()[1:]
         free = [int(r.split()[3]) for r in rows if len(r.split()) >= 4 and r.split()[3].isdigit()]
         if len(free) != len(directories):
             return disk_full(directories[0])
@@ -529,7 +530,7 @@ class Connection:
         """sha256 of each file in one command (busybox has sha256sum); missing files map to None."""
         hashes: dict[str, str | None] = dict.fromkeys(paths)
         if paths:
-            done = self.run("sha256sum -- " + " ".join(shlex.quote(p) for p in paths) + " 2>/dev/null; true")
+            done = self.run(f"sha256sum -- {shlex.join(paths)} 2>/dev/null; true")
             hashes.update(parse_sha256sum(done.stdout.decode(errors="replace"), paths))
         return hashes
 
@@ -623,7 +624,3 @@ def _collect(chan: paramiko.Channel, timeout: float, on_timeout, idle: bool = Fa
     while chan.recv_stderr_ready():
         err.append(chan.recv_stderr(65536))
     return Completed(chan.recv_exit_status(), b"".join(out), b"".join(err))
-
-
-def _quoted(words: Iterable[str]) -> str:
-    return " ".join(shlex.quote(w) for w in words)
