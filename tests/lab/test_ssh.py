@@ -227,6 +227,19 @@ def test_a_command_that_keeps_talking_outlives_an_idle_timeout_and_a_silent_one_
         conn.run("echo started; sleep 6", timeout=2, idle=True)
 
 
+def test_closing_a_connection_ends_its_reader_thread_at_once(sshd):
+    """The reader sleeps in recv between packets: a run that closes its connections must not leave a
+    thread (and a socket) behind per host."""
+    c = connect(sshd.target(), host_keys=HostKeyStore())
+    assert c.run("true").rc == 0
+    reader = c.transport
+    time.sleep(0.5)  # the command's last packets read: the reader asleep in recv, as between a run's requests
+    assert reader.is_alive()
+    c.close()
+    reader.join(timeout=2)
+    assert not reader.is_alive()
+
+
 def test_closed_port_is_connection_refused():
     port = _free_port()
     with pytest.raises(ConnectError) as e:
