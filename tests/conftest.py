@@ -4,8 +4,16 @@
 from __future__ import annotations
 
 import os
+import signal
 
 import pytest
+
+# A suite started in the background by a non-interactive shell (`bash scripts/test &`) inherits SIGINT
+# ignored, and every rke-py it starts would ignore Ctrl-C too, as it should for such a job. The tests that
+# press Ctrl-C need it delivered, as a terminal delivers it: a handler here is reset to the default in each
+# child, where an ignored signal stays ignored.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _in_ci() -> bool:
