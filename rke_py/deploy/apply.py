@@ -25,7 +25,7 @@ from rke_py.errors import ApplyError
 from rke_py.hosts.base import DockerError, HostConnection, last_logs, remove_if_present
 from rke_py.kube.api import KubeAPI, KubeAPIError
 from rke_py.pki.certs import CertKeyPair
-from rke_py.plan import nginx_proxy
+from rke_py.plan import kube_apiserver, nginx_proxy
 from rke_py.plan.components import BACKUP_PREFIX, REGISTRY, Component
 from rke_py.plan.model import ContainerSpec, FileSpec
 from rke_py.plan.registries import registry_of
@@ -74,6 +74,8 @@ class Applier:
     concurrency: int = DEFAULT_CONCURRENCY
     busy_patience: float = 0  # seconds a component that is plainly starting may take, if longer than its own
     slots: threading.BoundedSemaphore = field(init=False, repr=False)
+    # set once an apiserver this run starts passes its health check: the API answers
+    api_answers: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.slots = threading.BoundedSemaphore(self.concurrency)
@@ -284,6 +286,8 @@ class Applier:
                 detail,
                 log_tail=_log_tail(target, container),
             )
+        if spec.name == kube_apiserver.NAME:
+            self.api_answers.set()
 
 
 PREPARING = (a.WriteFile, a.PullImage)

@@ -1,7 +1,8 @@
 """`up` and `plan`: one list of phases, run for real or as a dry run.
 
-connect → preflight → prepare hosts (in the background) → etcd → control plane → kubeconfig → RBAC →
-worker plane → hosts that left → state (file, then the cluster) → node labels and taints → add-ons → verify.
+connect → preflight → prepare hosts (in the background) → etcd → control plane → kubeconfig → RBAC (on a
+new cluster, as soon as an apiserver answers) → worker plane → hosts that left → state (file, then the
+cluster) → node labels and taints → add-ons → verify.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import datetime as dt
 import functools
 import itertools
 import logging
+import threading
 import time
 from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -594,22 +596,71 @@ class StoreState(Phase):
 
 class ApplyObjects(Phase):
     """The objects rke-py keeps in the API (RBAC first: without it no kubelet can register), re-read just
-    before they are applied, as soon as the control plane answers."""
+    before they are applied, as soon as the control plane answers. Where this run starts the apiservers
+    (a new cluster), as soon as the first of them answers instead (`begin`, from ObjectsEarly), beside the
+    rest of the control plane: the kubelets started early are refused registration until the
+    `system:node` binding exists, and back off up to 7 s between tries; kube-proxy waits for its Node."""
 
     key, title = "objects", "cluster objects: RBAC"
 
     def __init__(self, run: Run):
         self.r = run
+        self.pool: ThreadPoolExecutor | None = None
+        self.early: Future[None] | None = None
+        self.stopped = threading.Event()
 
     def planned(self) -> Sequence[a.Action]:
         return [x for x in self.r.cluster_actions if x.phase == self.key]
 
+    def begin(self) -> None:
+        self.pool = ThreadPoolExecutor(max_workers=1)
+        self.early = self.pool.submit(self._once_answering)
+
+    def _once_answering(self) -> None:
+        while not self.r.applier.api_answers.wait(0.2):
+            if self.stopped.is_set():  # the run failed before an apiserver answered
+                return
+        self._apply()
+
     def run(self) -> None:
+        if self.early is None:
+            self._apply()
+            return
+        self.r.applier.api_answers.set()  # the control plane runs: whatever it started answers now
+        self.early.result()
+
+    def _apply(self) -> None:
         for action in self.r.session.object_actions():
             self.r.applier.execute(action)
         for seed in self.planned():
             if isinstance(seed, a.SeedObject):
                 self.r.applier.execute(seed)
+
+    def stop(self) -> None:
+        if self.pool is not None:
+            self.stopped.set()
+            self.pool.shutdown(wait=True)
+
+
+class ObjectsEarly(Phase):
+    """Starts ApplyObjects in the background where no apiserver runs yet; its own place in the list waits
+    for it. Not with a new CA: rke-py asks as the old admin until the Kubeconfig phase."""
+
+    key, title = "objects-early", "cluster objects: RBAC, as soon as an apiserver answers"
+
+    def __init__(self, run: Run, objects: ApplyObjects):
+        self.r = run
+        self.objects = objects
+
+    def has_work(self) -> bool:
+        r = self.r
+        return not (r.desired.new_ca or r.session.apiserver_running()) and self.objects.has_work()
+
+    def run(self) -> None:
+        self.objects.begin()
+
+    def cleanup(self) -> None:
+        self.objects.stop()
 
 
 class SyncNodes(Phase):
@@ -758,6 +809,7 @@ def up_phases(run: Run) -> list[Phase]:
     prepared = PrepareHosts(run)
     etcd = EtcdPlane(run, prepared)
     control, worker = (Plane(run, prepared, key) for key in PLANES[1:])
+    objects = ApplyObjects(run)
     return [
         Connect(run),
         Preflight(run),
@@ -765,9 +817,10 @@ def up_phases(run: Run) -> list[Phase]:
         prepared,
         EarlyStart(run, prepared),
         etcd,
+        ObjectsEarly(run, objects),
         control,
         Kubeconfig(run),
-        ApplyObjects(run),
+        objects,
         # before the current state says the cluster encrypts: a killed run rewrites again
         AsPlanned(run, "secrets", "rewriting every Secret under the encryption config"),
         worker,

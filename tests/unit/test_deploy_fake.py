@@ -15,6 +15,7 @@ from unittest import mock
 
 import pytest
 
+from rke_py.deploy import apply as apply_module
 from rke_py.deploy import clusterstate
 from rke_py.deploy import status as status_module
 from rke_py.deploy import up as up_module
@@ -228,6 +229,31 @@ def test_rbac_lets_the_kubelets_register_and_is_left_alone_after(tmp_path):
     kube.objects["/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/system:node"]["subjects"] = []
     [fix] = [a for a in cluster.plan().cluster_actions if a.phase == "objects"]
     assert (fix.target, fix.reason) == ("clusterrolebinding/system:node", "subjects differs")
+
+
+def test_a_new_clusters_rbac_comes_as_soon_as_an_apiserver_answers(tmp_path, monkeypatch):
+    """The kubelets started early register while the rest of the control plane starts, not after it: a
+    scheduler that answers only once the Nodes are there still lets `up` through."""
+    cluster = Cluster(tmp_path)
+    kube = cluster.world.kube
+    waited = apply_module.wait_healthy
+
+    def scheduler_after_the_nodes(host, check, *args):
+        if ":10259/" in check.url:
+            deadline = time.monotonic() + 5
+            while len(kube.nodes) < 3 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            if len(kube.nodes) < 3:
+                return False, "no Nodes yet"
+        return waited(host, check, *args)
+
+    monkeypatch.setattr(apply_module, "wait_healthy", scheduler_after_the_nodes)
+    cluster.up()
+    assert set(kube.nodes) == {"10.0.0.1", "10.0.0.2", "10.0.0.3"}
+    assert kube.waiting == []
+    kube.calls.clear()
+    assert cluster.up().changed == 0  # a running cluster's objects wait for its control plane, as before
+    assert not any(c.startswith("PATCH /apis/rbac") for c in kube.calls)
 
 
 def test_a_new_clusters_namespaces_take_a_pod_before_the_controller_manager_gets_to_them(tmp_path):
