@@ -252,7 +252,7 @@ def test_a_new_clusters_rbac_comes_as_soon_as_an_apiserver_answers(tmp_path, mon
     assert set(kube.nodes) == {"10.0.0.1", "10.0.0.2", "10.0.0.3"}
     assert kube.waiting == []
     kube.calls.clear()
-    assert cluster.up().changed == 0  # a running cluster's objects wait for its control plane, as before
+    assert cluster.up().changed == 0
     assert not any(c.startswith("PATCH /apis/rbac") for c in kube.calls)
 
 
