@@ -617,10 +617,9 @@ class ApplyObjects(Phase):
         self.early = self.pool.submit(self._once_answering)
 
     def _once_answering(self) -> None:
-        while not self.r.applier.api_answers.wait(0.2):
-            if self.stopped.is_set():  # the run failed before an apiserver answered
-                return
-        self._apply()
+        self.r.applier.api_answers.wait()
+        if not self.stopped.is_set():  # else woken by `stop`: the run failed before an apiserver answered
+            self._apply()
 
     def run(self) -> None:
         if self.early is None:
@@ -639,6 +638,7 @@ class ApplyObjects(Phase):
     def stop(self) -> None:
         if self.pool is not None:
             self.stopped.set()
+            self.r.applier.api_answers.set()
             self.pool.shutdown(wait=True)
 
 
