@@ -286,12 +286,19 @@ def single(tmp_path_factory) -> Iterator[Lab]:
 
 def up_with_apiservers_frozen(lab: Lab, seconds: float, *extra: str) -> tuple[int, str]:
     """A fresh `up` whose apiservers all stop answering (frozen: they take connections and say nothing)
-    for `seconds` once the control plane is up, as one whose etcd stalls on a slow disk does; longer than
-    one request may take (kube.api.REQUEST_TIMEOUT)."""
+    for `seconds`, as one whose etcd stalls on a slow disk does; longer than one request may take
+    (kube.api.REQUEST_TIMEOUT). They freeze as the cluster state is saved, so the next request, storing it
+    in the cluster, meets them frozen: a new cluster's RBAC went in while the control plane started, and
+    nothing asks the API in between. `up` itself is held still (SIGSTOP) while they freeze, so that
+    request cannot slip past."""
 
     def freeze(proc: subprocess.Popen[str]) -> None:
-        for index in range(len(lab.hosts)):
-            host_exec(lab, index, "docker pause kube-apiserver")
+        proc.send_signal(signal.SIGSTOP)
+        try:
+            for index in range(len(lab.hosts)):
+                host_exec(lab, index, "docker pause kube-apiserver")
+        finally:
+            proc.send_signal(signal.SIGCONT)
         thawed = time.monotonic() + seconds
         while time.monotonic() < thawed and proc.poll() is None:
             time.sleep(0.5)
@@ -299,7 +306,7 @@ def up_with_apiservers_frozen(lab: Lab, seconds: float, *extra: str) -> tuple[in
             host_exec(lab, index, "docker unpause kube-apiserver")
 
     remove(lab)
-    return up_until(lab, Kubeconfig.title, freeze, *extra)
+    return up_until(lab, SaveState.TITLES[True], freeze, *extra)
 
 
 def test_a_docker_frozen_past_one_request_is_asked_again_and_remove_finishes(single):
