@@ -288,9 +288,9 @@ def up_with_apiservers_frozen(lab: Lab, seconds: float, *extra: str) -> tuple[in
     """A fresh `up` whose apiservers all stop answering (frozen: they take connections and say nothing)
     for `seconds`, as one whose etcd stalls on a slow disk does; longer than one request may take
     (kube.api.REQUEST_TIMEOUT). They freeze as the cluster state is saved, so the next request, storing it
-    in the cluster, meets them frozen: a new cluster's RBAC went in while the control plane started, and
-    nothing asks the API in between. `up` itself is held still (SIGSTOP) while they freeze, so that
-    request cannot slip past."""
+    in the cluster, meets them frozen (a new cluster's RBAC goes in while the control plane starts, so
+    from the kubeconfig to here nothing asks the API). `up` itself is held still (SIGSTOP) while they
+    freeze, so that request cannot slip past."""
 
     def freeze(proc: subprocess.Popen[str]) -> None:
         proc.send_signal(signal.SIGSTOP)
