@@ -15,6 +15,7 @@ spare: RKE_PY_FAULTS=all runs it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -152,6 +153,16 @@ def up_until(
     code = proc.wait(timeout=600)
     rest.join()
     return code, "".join(seen)
+
+
+@contextlib.contextmanager
+def held_still(proc: subprocess.Popen[str]) -> Iterator[None]:
+    """`proc` stopped (SIGSTOP) for the block, so what it does next meets what the block set up."""
+    proc.send_signal(signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        proc.send_signal(signal.SIGCONT)
 
 
 def cut_off(lab: Lab, phase: str, sig: signal.Signals, after: float, command: str = "up") -> tuple[int, str]:
@@ -293,12 +304,9 @@ def up_with_apiservers_frozen(lab: Lab, seconds: float, *extra: str) -> tuple[in
     freeze, so that request cannot slip past."""
 
     def freeze(proc: subprocess.Popen[str]) -> None:
-        proc.send_signal(signal.SIGSTOP)
-        try:
+        with held_still(proc):
             for index in range(len(lab.hosts)):
                 host_exec(lab, index, "docker pause kube-apiserver")
-        finally:
-            proc.send_signal(signal.SIGCONT)
         thawed = time.monotonic() + seconds
         while time.monotonic() < thawed and proc.poll() is None:
             time.sleep(0.5)
@@ -552,11 +560,8 @@ def test_a_second_run_while_one_works_is_refused_at_once_and_the_first_finishes(
     second = []
 
     def start_another(proc: subprocess.Popen[str]) -> None:
-        proc.send_signal(signal.SIGSTOP)
-        try:
+        with held_still(proc):
             second.append(up(lab))
-        finally:
-            proc.send_signal(signal.SIGCONT)
 
     code, stderr = up_until(
         lab,
