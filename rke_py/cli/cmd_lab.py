@@ -230,7 +230,8 @@ def images(push: bool, binaries: Path | None) -> None:
     progress = Progress()
     built = lab_images.ensure_images(client, progress=progress, binaries=binaries)
     if push:
-        reg = registry.ensure(client, built["registry"], progress)
-        registry.push(client, reg, [built[n] for n in lab_images.CLUSTER_IMAGES], progress)
+        with registry.in_use():
+            reg = registry.ensure(client, built["registry"], progress)
+            registry.push(client, reg, [built[n] for n in lab_images.CLUSTER_IMAGES], progress)
     for image in built.values():
         click.echo(image.ref)

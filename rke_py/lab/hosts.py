@@ -342,15 +342,16 @@ def up(
     built = images.ensure_images(client, (*names, "s3") if lab.s3_endpoint else names, progress, binaries)
     lab.images = {n: built[n].ref for n in cluster_images}
     lab.kubernetes_version = version
-    reg = registry.ensure(client, built["registry"], progress)
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     pubkey = keys.ensure_key(lab.key_path, f"rke-py-lab-{name}")
-    lab.save()  # from here on `lab down` can find the directory even if a step below fails
+    lab.save()  # from here on `lab down` can find the directory, and `up` the subnet, if a step below fails
+    with registry.in_use():
+        _ensure_network(client, lab)  # from here on the network keeps the registry
+        reg = registry.ensure(client, built["registry"], progress)
     addon_images = _addon_images(client, lab, addon_binaries, progress) if addon_binaries else {}
     if rancher_images is not None and binaries is not None:
         addon_images |= rancher.images(client, rancher_images, binaries, version, progress)
     test_images = _test_images(client, lab, e2e, progress) if e2e else {}
-    _ensure_network(client, lab)
     registry.attach(client, lab.network, lab.registry.split(":")[0])
     progress(f"starting {nodes} host(s) on {lab.subnet}")
     with ThreadPoolExecutor(max_workers=min(nodes, 8)) as pool:

@@ -9,12 +9,15 @@ fixed address, where lab hosts pull from it as an insecure registry. Lab cluster
 from __future__ import annotations
 
 import base64
+import contextlib
+import fcntl
 import io
 import tarfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 
 import bcrypt
 import docker
@@ -35,6 +38,23 @@ _MANIFEST_TYPES = ", ".join(
         "application/vnd.oci.image.manifest.v1+json",
     ]
 )
+
+
+@contextlib.contextmanager
+def _locked(how: int) -> Iterator[None]:
+    """A lock every lab of this machine's user sees, whatever directory each keeps its files in."""
+    path = Path.home() / ".local" / "share" / "rke-py" / "lab" / ".registry.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as held:
+        fcntl.flock(held, how)
+        yield
+
+
+def in_use() -> contextlib.AbstractContextManager[None]:
+    """While held, no `lab down` removes the registry. `lab up` holds it from before the registry is
+    ensured until its lab's network (which keeps the registry from then on) exists, and a push without a
+    lab until it is done: another lab's `down` between the two would otherwise take the registry away."""
+    return _locked(fcntl.LOCK_SH)
 
 
 def _labels() -> dict[str, str]:
@@ -253,16 +273,18 @@ def attach(client: docker.DockerClient, network: str, address: str) -> None:
 
 
 def remove_if_unused(client: docker.DockerClient, purge: bool, progress: Progress) -> bool:
-    """Remove the registry (and with `purge` its storage) when no lab network is left; True if removed."""
-    if client.networks.list(filters={"label": LABEL}):
-        return False
-    container = find(client)
-    if container is not None:
-        progress("removing the lab registry")
-        container.remove(force=True)
-    for network in client.networks.list(filters={"label": f"{LABEL_ROLE}=registry"}):
-        network.remove()
-    if purge:
-        for volume in client.volumes.list(filters={"label": f"{LABEL_ROLE}=registry"}):
-            volume.remove(force=True)
-    return True
+    """Remove the registry (and with `purge` its storage) when no lab network is left and nothing holds it
+    `in_use`; True if removed."""
+    with _locked(fcntl.LOCK_EX):
+        if client.networks.list(filters={"label": LABEL}):
+            return False
+        container = find(client)
+        if container is not None:
+            progress("removing the lab registry")
+            container.remove(force=True)
+        for network in client.networks.list(filters={"label": f"{LABEL_ROLE}=registry"}):
+            network.remove()
+        if purge:
+            for volume in client.volumes.list(filters={"label": f"{LABEL_ROLE}=registry"}):
+                volume.remove(force=True)
+        return True

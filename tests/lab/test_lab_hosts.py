@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import stat
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 
@@ -15,7 +17,7 @@ from click.testing import CliRunner
 from ruamel.yaml import YAML
 
 from rke_py.cli import cli
-from rke_py.lab import images
+from rke_py.lab import images, registry
 from rke_py.lab.state import LABEL, Lab, LabHost
 
 pytestmark = pytest.mark.lab
@@ -207,3 +209,26 @@ def test_lab_down_leaves_nothing_behind(new_lab_name: str, tmp_path) -> None:
     assert client.volumes.list(filters=ours) == []
     assert client.networks.list(filters=ours) == []
     assert not directory.exists()
+
+
+def blocked_on_lock(pid: int) -> bool:
+    """Whether process `pid` waits for a file lock (a `->` line of /proc/locks)."""
+    with open("/proc/locks") as locks:
+        return any(f[1:2] == ["->"] and f[5:6] == [str(pid)] for f in map(str.split, locks))
+
+
+def test_lab_down_waits_while_another_lab_up_gets_the_registry(lab: Lab, new_lab_name: str, tmp_path) -> None:
+    """A `lab up` between starting the shared registry and making its network must not lose the registry
+    to another lab's `down`, which removes it when no lab network is left."""
+    nowhere = str(tmp_path / "none")
+    down = [sys.executable, "-m", "rke_py", "lab", "down", "--name", new_lab_name, "--dir", nowhere]
+    with registry.in_use():  # as `lab up` holds it there
+        waiting = subprocess.Popen(down, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 60
+        while not blocked_on_lock(waiting.pid):
+            assert waiting.poll() is None, f"lab down did not wait: {waiting.communicate()[0]}"
+            assert time.monotonic() < deadline, "lab down neither waited nor ended"
+            time.sleep(0.05)
+    out, _ = waiting.communicate(timeout=60)
+    assert waiting.returncode == 0, out
+    assert registry.find(docker.from_env()) is not None  # the lab of this module still uses it

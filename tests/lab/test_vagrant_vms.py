@@ -179,8 +179,9 @@ def lab_images() -> Iterator[dict[str, images.LabImage]]:
     the machines reach at HOST_ADDRESS (it listens on the host's address on their private network)."""
     client = docker.from_env()
     built = images.ensure_images(client, (*images.CLUSTER_IMAGES, "registry"), binaries=kube_binaries())
-    shared = registry.ensure(client, built["registry"])
-    registry.push(client, shared, [built[n] for n in images.CLUSTER_IMAGES], lambda _: None)
+    with registry.in_use():
+        shared = registry.ensure(client, built["registry"])
+        registry.push(client, shared, [built[n] for n in images.CLUSTER_IMAGES], lambda _: None)
     yield built
     for container in client.containers.list(all=True, filters={"name": VM_REGISTRY}):
         container.remove(force=True)
