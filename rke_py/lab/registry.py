@@ -17,7 +17,6 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 
 import bcrypt
 import docker
@@ -25,7 +24,7 @@ from docker.models.containers import Container
 
 from rke_py.lab import subnets
 from rke_py.lab.images import LabImage, Progress, lab_file
-from rke_py.lab.state import LABEL, LABEL_ROLE, LabError
+from rke_py.lab.state import LABEL, LABEL_ROLE, LabError, labs_root
 
 NAME = "rke-py-lab-registry"
 NETWORK = "rke-py-lab-registry"
@@ -43,7 +42,7 @@ _MANIFEST_TYPES = ", ".join(
 @contextlib.contextmanager
 def _locked(how: int) -> Iterator[None]:
     """A lock every lab of this machine's user sees, whatever directory each keeps its files in."""
-    path = Path.home() / ".local" / "share" / "rke-py" / "lab" / ".registry.lock"
+    path = labs_root() / ".registry.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as held:
         fcntl.flock(held, how)

@@ -27,13 +27,18 @@ class LabError(RkePyError):
     """The lab could not be built, found or removed."""
 
 
+def labs_root() -> Path:
+    """Where labs keep their directories by default, and the lock they share (registry.in_use)."""
+    return Path.home() / ".local" / "share" / "rke-py" / "lab"
+
+
 def state_dir(name: str, override: str | os.PathLike[str] | None = None) -> Path:
     """The lab's own directory: `override`, else $RKE_PY_LAB_DIR, else ~/.local/share/rke-py/lab/<name>."""
     if override:
         return Path(override).expanduser().absolute()
     if os.environ.get("RKE_PY_LAB_DIR"):
         return Path(os.environ["RKE_PY_LAB_DIR"]).expanduser().absolute()
-    return Path.home() / ".local" / "share" / "rke-py" / "lab" / name
+    return labs_root() / name
 
 
 @dataclass
