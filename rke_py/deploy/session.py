@@ -15,8 +15,6 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import paramiko
-
 from rke_py.addons import ADDON_LABEL, PRUNE_KINDS, RKE_JOBS, WORKLOAD_KINDS
 from rke_py.addons.k8s import label_selector, object_ref
 from rke_py.config.schema import Node
@@ -41,6 +39,7 @@ from rke_py.deploy.reconcile import leaving_actions, update_only
 from rke_py.deploy.seeds import seeds
 from rke_py.deploy.targets import bastion_target, ssh_target
 from rke_py.errors import ConnectError, HostError, UnreachableError
+from rke_py.hosts import channels
 from rke_py.hosts.base import DockerError, HostConnection
 from rke_py.hosts.connections import Connections
 from rke_py.hosts.docker_api import HostDocker
@@ -131,7 +130,7 @@ class SSHConnector:
         ca, client = identity or (self.desired.bundle["kube-ca"], self.desired.bundle["kube-admin"])
         return KubeAPI(servers, ca, client, self._dial, patience=self.api_timeout)
 
-    def _dial(self, host: str, port: int) -> paramiko.Channel:
+    def _dial(self, host: str, port: int) -> channels.Channel:
         """A channel from the controlplane node at `host` to its own apiserver, on the node's loopback (its
         address may be a NAT's that the node cannot reach itself); TLS still checks the name `host`."""
         return self.connections.get(ssh_target(self.controlplanes[host], self.config)).open_tcp(

@@ -14,7 +14,7 @@ import secrets
 import ssl
 import tempfile
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 from urllib.parse import urlsplit
 
 import paramiko
@@ -22,7 +22,12 @@ from cryptography.hazmat.primitives import serialization
 from paramiko.common import cMSG_CHANNEL_OPEN
 from paramiko.message import Message
 
+if TYPE_CHECKING:
+    from rke_py.hosts.libssh2 import LibChannel
+
 STREAMLOCAL = "direct-streamlocal@openssh.com"
+# A byte stream to or from the node: paramiko's, or libssh2's shaped like it.
+Channel: TypeAlias = "paramiko.Channel | LibChannel"
 
 
 class HTTPProblem(Exception):
@@ -161,7 +166,7 @@ class _Stream(io.RawIOBase):
 class _TLSChannel:
     """TLS over an SSH channel with ssl's memory BIOs: no socket, no thread, no extra file descriptor."""
 
-    def __init__(self, chan: paramiko.Channel, ctx: ssl.SSLContext, server_hostname: str):
+    def __init__(self, chan: Channel, ctx: ssl.SSLContext, server_hostname: str):
         self._chan = chan
         self._incoming = ssl.MemoryBIO()
         self._outgoing = ssl.MemoryBIO()
@@ -208,7 +213,7 @@ class _TLSChannel:
 
 
 class _PlainChannel:
-    def __init__(self, chan: paramiko.Channel):
+    def __init__(self, chan: Channel):
         self._chan = chan
 
     def sendall(self, data: bytes) -> None:
@@ -221,7 +226,7 @@ class _PlainChannel:
         """Left to http_request, as for _TLSChannel."""
 
 
-def peer_certificate(chan: paramiko.Channel, host: str, timeout: float) -> bytes:
+def peer_certificate(chan: Channel, host: str, timeout: float) -> bytes:
     """The DER certificate the server at the other end of `chan` presents, trusted or not: what a port
     serves is what matters for its expiry, whoever signed it (a kubelet signs its own by default)."""
     chan.settimeout(timeout)
@@ -249,7 +254,7 @@ class HTTPConnection:
 
     def __init__(
         self,
-        chan: paramiko.Channel,
+        chan: Channel,
         host: str,
         port: int,
         context: ssl.SSLContext | None,
@@ -330,7 +335,7 @@ class HTTPConnection:
 
 
 def http_request(
-    chan: paramiko.Channel,
+    chan: Channel,
     host: str,
     port: int,
     path: str,

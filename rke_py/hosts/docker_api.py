@@ -76,7 +76,7 @@ class _Channels:
     request costs one exchange on an open channel: no channel to open, and none of requests' and urllib3's
     layers, which cost twice the exchange itself."""
 
-    def __init__(self, open_channel: Callable[[], paramiko.Channel], size: int):
+    def __init__(self, open_channel: Callable[[], channels.Channel], size: int):
         self._open = open_channel
         self._idle: list[channels.HTTPConnection] = []
         self._lock = threading.Lock()
@@ -234,9 +234,9 @@ def docker_client(
     socket_path = socket_path or DEFAULT_SOCKET
     user = conn.target.user
     kind, size = "streamlocal", STREAMLOCAL_POOL
-    first: list[paramiko.Channel] = []
+    first: list[channels.Channel] = []
 
-    def open_channel() -> paramiko.Channel:
+    def open_channel() -> channels.Channel:
         try:
             return first.pop()
         except IndexError:
@@ -276,7 +276,7 @@ def _docker_host(socket_path: str) -> str:
 
 def _dial_stdio(
     conn: Connection, socket_path: str, refused: paramiko.ChannelException, timeout: float
-) -> Callable[[], paramiko.Channel]:
+) -> Callable[[], channels.Channel]:
     """Channels running `docker system dial-stdio`, if the node has the socket and the docker CLI."""
     quoted = shlex.quote(socket_path)
     probe = conn.run(f"test -S {quoted} || echo no-socket; command -v docker >/dev/null || echo no-cli")
@@ -292,7 +292,7 @@ def _dial_stdio(
         raise ConnectError(conn.host, "docker", socket_problem(socket_path, user, cause))
     command = f"{_docker_host(socket_path)} docker system dial-stdio"
 
-    def open_channel() -> paramiko.Channel:
+    def open_channel() -> channels.Channel:
         chan = conn.opened(lambda t: t.open_session(timeout=timeout))
         chan.exec_command(command)
         return chan

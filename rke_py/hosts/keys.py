@@ -13,6 +13,7 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, cast
 
 import paramiko
 from cryptography.exceptions import UnsupportedAlgorithm
@@ -124,3 +125,23 @@ def _load(data: bytes, password: bytes | None, label: str) -> paramiko.PKey:
         )
         return paramiko.Ed25519Key(file_obj=io.StringIO(text.decode()))
     raise KeyProblem(f"{label}: unsupported key type {type(key).__name__}. {NOT_A_KEY_HINT}")
+
+
+def openssh_private(key: paramiko.PKey) -> bytes:
+    """`key` in OpenSSH's private format, unencrypted, for libssh2 (which takes keys from memory so, and
+    no paramiko object): kept in memory only."""
+    inner: Any
+    if isinstance(key, paramiko.RSAKey):
+        inner = key.key
+    elif isinstance(key, paramiko.ECDSAKey):
+        inner = key.signing_key
+    elif isinstance(key, paramiko.Ed25519Key):
+        inner = ed25519.Ed25519PrivateKey.from_private_bytes(bytes(cast(Any, key)._signing_key)[:32])
+    else:
+        raise KeyProblem(f"unsupported key type {key.get_name()}")
+    return cast(
+        bytes,
+        inner.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
+        ),
+    )

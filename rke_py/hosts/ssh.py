@@ -1,8 +1,12 @@
-"""SSH to a host: one paramiko Transport per host per run, reused for commands, files, tunnels and Docker.
+"""SSH to a host: one connection per host per run, reused for commands, files, tunnels and Docker.
 
 Opening a connection costs a TCP handshake, a key exchange and a signature (~100 ms, mostly CPU); every
 later command is a channel on the same transport (~1 round trip). So a run connects once per host and
 hands the `Connection` to everything that needs the host.
+
+A host reached directly with a key file or an inline key logs in with libssh2 (`libssh2.LibSession`, a
+quarter of paramiko's CPU); a bastion, a certificate or the agent first take paramiko, which has them all,
+as does a login libssh2 could not make (its reason is paramiko's to say then).
 """
 
 from __future__ import annotations
@@ -21,15 +25,18 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 import paramiko
+from ssh2.exceptions import SSH2Error
 
 from rke_py.errors import BusyError, ConnectError, HostError, UnreachableError
 from rke_py.hosts import channels
 from rke_py.hosts.base import TEMPORARY, Completed, disk_full, parse_sha256sum, tar_files
 from rke_py.hosts.hostkeys import HostKeyPolicy, HostKeyRejected, HostKeyStore
-from rke_py.hosts.keys import KeyLoader, KeyProblem, expand_home
+from rke_py.hosts.keys import KeyLoader, KeyProblem, expand_home, openssh_private
+from rke_py.hosts.libssh2 import LibChannel, LibSession
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+Transport = paramiko.Transport | LibSession
 
 _default_keys = KeyLoader()
 
@@ -38,9 +45,8 @@ _NO_METHODS_HINT = (
     "configured the correct SSH username"
 )
 _TIMEOUT_HINT = "Please check if the node is up and is accepting SSH connections"
-# sshd allows 10 sessions (exec, sftp) per connection by default (MaxSessions); tunnels do not count.
-# 6 concurrent commands (file writes among them) + 1 SFTP (reads) + the Docker dial-stdio fallback's 3
-# stay within it.
+# sshd allows 10 sessions (exec) per connection by default (MaxSessions); tunnels do not count.
+# 6 concurrent commands (file writes among them) + the Docker dial-stdio fallback's 3 stay within it.
 EXEC_SLOTS = 6
 # Bytes a second a host takes a file batch at, at least: a batch's timeout grows with its size.
 WRITE_RATE = 1 << 20
@@ -115,7 +121,7 @@ def connect(
     connection dials again by the same route and checks if it is lost later in the run.
     """
 
-    def dial() -> paramiko.Transport:
+    def dial() -> Transport:
         return _dial(target, host_keys, policy, bastion, timeout, keys or _default_keys)
 
     return Connection(target, dial(), bastion, redial=dial)
@@ -128,8 +134,14 @@ def _dial(
     bastion: Connection | None,
     timeout: float,
     keys: KeyLoader,
-) -> paramiko.Transport:
+) -> Transport:
     started = time.monotonic()
+    plain_key = (target.ssh_key or target.ssh_key_path) and not (target.ssh_cert or target.ssh_cert_path)
+    if bastion is None and plain_key and not target.ssh_agent_auth:
+        session = _dial_libssh2(target, host_keys, policy, timeout, keys)
+        if session is not None:
+            log.debug("%s: connected in %.0f ms", target.label, (time.monotonic() - started) * 1000)
+            return session
     sock = _open_socket(target, bastion, timeout)
     transport = _Transport(sock)
     try:
@@ -161,7 +173,54 @@ def _dial(
     return transport
 
 
-def _lost_reason(transport: paramiko.Transport) -> str:
+def _dial_libssh2(
+    target: SSHTarget, host_keys: HostKeyStore, policy: HostKeyPolicy, timeout: float, keys: KeyLoader
+) -> LibSession | None:
+    """A libssh2 login, or None where paramiko should try (and explain) instead: a key libssh2 cannot
+    use, a server it cannot agree with, a refused key (paramiko goes on to the agent)."""
+    try:
+        key = keys.from_text(target.ssh_key) if target.ssh_key else keys.from_file(target.ssh_key_path)
+    except KeyProblem:
+        return None
+    session = LibSession(_open_socket(target, None, timeout))
+    try:
+        kinds = [k for k in host_keys.preferred_algorithms(target.address, target.port, _HOST_KEY_TYPES)]
+        try:
+            kind, blob = session.handshake(timeout, kinds)
+        except (SSH2Error, OSError) as e:  # paramiko's to try again and explain
+            log.debug("%s: libssh2 handshake failed (%s); trying paramiko", target.label, e)
+            session.close()
+            return None
+        try:
+            host_keys.check(target.address, target.port, paramiko.PKey.from_type_string(kind, blob), policy)
+        except HostKeyRejected as e:
+            raise _fail(target, str(e)) from None
+        try:
+            session.authenticate(target.user, openssh_private(key))
+        except SSH2Error:
+            log.debug("%s: libssh2 login refused (%s); trying paramiko", target.label, session.failure())
+            session.close()
+            return None
+        session.settle()
+    except BaseException:
+        session.close()
+        raise
+    return session
+
+
+# Host key types libssh2 verifies, in paramiko's names (certificates are left to paramiko).
+_HOST_KEY_TYPES = (
+    "ssh-ed25519",
+    "ecdsa-sha2-nistp256",
+    "ecdsa-sha2-nistp384",
+    "ecdsa-sha2-nistp521",
+    "rsa-sha2-512",
+    "rsa-sha2-256",
+    "ssh-rsa",
+)
+
+
+def _lost_reason(transport: Transport) -> str:
     """Why paramiko's transport thread ended, in words."""
     e = transport.get_exception()
     if e is None or isinstance(e, EOFError):
@@ -332,10 +391,10 @@ class Connection:
     def __init__(
         self,
         target: SSHTarget,
-        transport: paramiko.Transport,
+        transport: Transport,
         via: Connection | None = None,
         *,
-        redial: Callable[[], paramiko.Transport] | None = None,
+        redial: Callable[[], Transport] | None = None,
     ):
         self.target = target
         self.transport = transport
@@ -343,7 +402,6 @@ class Connection:
         self.redials = 0
         self._redial = redial
         self._redial_lock = threading.Lock()
-        self._sftp: paramiko.SFTPClient | None = None
         self._files_lock = threading.Lock()
         self._exec_slots = threading.BoundedSemaphore(EXEC_SLOTS)
 
@@ -365,13 +423,9 @@ class Connection:
         """Closed for good: a thread still using the connection (a run stopped by Ctrl-C) gets an error,
         not a new login."""
         self._redial = None
-        with self._files_lock:
-            if self._sftp is not None:
-                self._sftp.close()
-                self._sftp = None
         self.transport.close()
 
-    def _live(self) -> paramiko.Transport:
+    def _live(self) -> Transport:
         """The transport, dialled again if the connection was lost (a reset, a restarted sshd, a dropped
         bastion): one lost connection should cost a login, not the run. What was in flight on the old one
         fails as it did; a host that loses it again and again fails the run, naming the reason."""
@@ -389,7 +443,7 @@ class Connection:
                 self.transport = self._dial_again(self._redial)
         return self.transport
 
-    def _dial_again(self, dial: Callable[[], paramiko.Transport]) -> paramiko.Transport:
+    def _dial_again(self, dial: Callable[[], Transport]) -> Transport:
         """A new connection, waiting up to REDIAL_PATIENCE_S for a host whose sshd does not answer yet (a
         machine restarting): a refused key or another host key fails at once."""
         deadline, pause = time.monotonic() + REDIAL_PATIENCE_S, 1.0
@@ -403,8 +457,8 @@ class Connection:
                 time.sleep(pause)
                 pause = min(2 * pause, 8)
 
-    def opened(self, open_on: Callable[[paramiko.Transport], T]) -> T:
-        """`open_on(transport)` (a channel, SFTP), tried once more on a new connection when this one turns
+    def opened(self, open_on: Callable[[Transport], T]) -> T:
+        """`open_on(transport)` (a channel), tried once more on a new connection when this one turns
         out lost in the attempt: hosts behind a lost bastion notice only as they use their connection."""
         transport = self._live()
         try:
@@ -444,7 +498,7 @@ class Connection:
         finally:
             chan.close()
 
-    def _start(self, chan: paramiko.Channel, cmd: str, input: bytes | None) -> None:
+    def _start(self, chan: channels.Channel, cmd: str, input: bytes | None) -> None:
         try:
             if input is not None:
                 chan.exec_command(cmd)
@@ -459,7 +513,7 @@ class Connection:
             why = str(e) or "the server closed the connection"
             raise self._error("exec", f"cannot run {cmd!r}: {why}") from None
 
-    def _session(self, timeout: float) -> paramiko.Channel:
+    def _session(self, timeout: float) -> channels.Channel:
         try:
             return self.opened(lambda t: t.open_session(timeout=timeout))
         except (paramiko.SSHException, EOFError, OSError) as e:
@@ -469,16 +523,6 @@ class Connection:
         return ConnectError(self.host, step, message)
 
     # files
-
-    def _sftp_client(self) -> paramiko.SFTPClient:
-        if self._sftp is None or self._sftp.sock.closed:  # none yet, or it went with a lost connection
-            try:
-                self._sftp = self.opened(lambda t: t.open_sftp_client())
-            except (paramiko.SSHException, EOFError, OSError) as e:
-                raise self._error(
-                    "sftp", f"cannot start SFTP ({e}); is the sftp subsystem enabled?"
-                ) from None
-        return self._sftp
 
     def write_files(self, files: Iterable[tuple[str, bytes, int]]) -> None:
         """Replace each (path, content, mode) atomically, all in one command: tar extracts every file to a
@@ -527,20 +571,6 @@ class Connection:
         least = min(range(len(free)), key=free.__getitem__)
         return disk_full(directories[least], free[least])
 
-    def read_file(self, path: str) -> bytes | None:
-        """The content of `path`, or None if it does not exist."""
-        with self._files_lock:
-            sftp = self._sftp_client()
-            try:
-                with sftp.open(path, "rb") as f:
-                    f.prefetch()
-                    return f.read()
-            except FileNotFoundError:
-                return None
-            except (OSError, paramiko.SSHException, EOFError) as e:
-                why = getattr(e, "strerror", None) or str(e) or "the server closed the connection"
-                raise self._error("read", f"cannot read {path}: {why}") from None
-
     def file_hashes(self, paths: list[str]) -> dict[str, str | None]:
         """sha256 of each file in one command (busybox has sha256sum); missing files map to None."""
         hashes: dict[str, str | None] = dict.fromkeys(paths)
@@ -551,7 +581,7 @@ class Connection:
 
     # tunnels from the node itself (like RKE's "network" dialer)
 
-    def open_tcp(self, host: str, port: int, *, timeout: float = 10) -> paramiko.Channel:
+    def open_tcp(self, host: str, port: int, *, timeout: float = 10) -> channels.Channel:
         """A TCP connection made by the node to host:port (so "localhost" is the node itself)."""
         try:
             return self.opened(
@@ -566,9 +596,15 @@ class Connection:
         except (paramiko.SSHException, EOFError, OSError) as e:
             raise self._error("tunnel", f"cannot open a tunnel to {host}:{port}: {e}") from None
 
-    def open_unix(self, path: str, *, timeout: float = 10) -> paramiko.Channel:
+    def open_unix(self, path: str, *, timeout: float = 10) -> channels.Channel:
         """A connection made by the node to its Unix socket `path` (raises paramiko.ChannelException)."""
-        return self.opened(lambda t: channels.open_streamlocal(t, path, timeout=timeout))
+        return self.opened(
+            lambda t: (
+                t.open_unix(path, timeout)
+                if isinstance(t, LibSession)
+                else channels.open_streamlocal(t, path, timeout=timeout)
+            )
+        )
 
     def https_get(
         self,
@@ -604,7 +640,7 @@ class Connection:
             raise error(self.host, "http", f"GET {url} from the node failed: {e}") from None
 
 
-def _feed(chan: paramiko.Channel, data: bytes) -> None:
+def _feed(chan: channels.Channel, data: bytes) -> None:
     try:
         chan.sendall(data)
         chan.shutdown_write()
@@ -612,7 +648,7 @@ def _feed(chan: paramiko.Channel, data: bytes) -> None:
         pass  # the command exited early, or the connection went: its status tells the story
 
 
-def _collect(chan: paramiko.Channel, timeout: float, on_timeout, idle: bool = False) -> Completed:
+def _collect(chan: channels.Channel, timeout: float, on_timeout, idle: bool = False) -> Completed:
     """Read stdout and stderr together (so neither can fill the window and stall) until the command exits;
     with `idle`, the timeout counts from the last output."""
     deadline = time.monotonic() + timeout
@@ -622,7 +658,10 @@ def _collect(chan: paramiko.Channel, timeout: float, on_timeout, idle: bool = Fa
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise on_timeout()
-        select.select([chan], [], [], remaining)
+        if isinstance(chan, LibChannel):
+            chan.wait_readable(remaining)
+        else:
+            select.select([chan], [], [], remaining)
         heard = len(out) + len(err)
         while chan.recv_stderr_ready():
             err.append(chan.recv_stderr(65536))

@@ -27,7 +27,7 @@ FIELD_MANAGER = "rke-py"
 log = logging.getLogger(__name__)
 
 # (host, port) -> a byte stream to it, opened by a node; raises RkePyError or an SSH/OS error when it cannot.
-Dial = Callable[[str, int], paramiko.Channel]
+Dial = Callable[[str, int], channels.Channel]
 
 
 def node_ready(node: dict[str, Any]) -> bool:

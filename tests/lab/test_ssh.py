@@ -35,6 +35,7 @@ from rke_py.hosts.connections import Connections
 from rke_py.hosts.docker_api import HostDocker, docker_client
 from rke_py.hosts.hostkeys import HostKeyPolicy, HostKeyStore
 from rke_py.hosts.keys import PASSPHRASE_ENV, KeyLoader
+from rke_py.hosts.libssh2 import LibSession
 from rke_py.hosts.ssh import MAX_REDIALS, Connection, SSHTarget, connect
 
 pytestmark = pytest.mark.lab
@@ -159,7 +160,21 @@ def no_agent(monkeypatch):
 
 @pytest.fixture
 def conn(sshd) -> Iterator[Connection]:
+    """A host reached directly with a key: libssh2's."""
     with connect(sshd.target(), host_keys=HostKeyStore()) as c:
+        assert isinstance(c.transport, LibSession)
+        yield c
+
+
+@pytest.fixture
+def tunnelled(sshd) -> Iterator[Connection]:
+    """A host behind a bastion: paramiko's, over a libssh2 channel."""
+    store = HostKeyStore()
+    with (
+        connect(sshd.target(), host_keys=store) as bastion,
+        connect(sshd.target(), host_keys=store, bastion=bastion) as c,
+    ):
+        assert isinstance(c.transport, paramiko.Transport)
         yield c
 
 
@@ -227,17 +242,29 @@ def test_a_command_that_keeps_talking_outlives_an_idle_timeout_and_a_silent_one_
         conn.run("echo started; sleep 6", timeout=2, idle=True)
 
 
-def test_closing_a_connection_ends_its_reader_thread_at_once(sshd):
-    """The reader sleeps in recv between packets: a run that closes its connections must not leave a
+def test_closing_a_connection_ends_its_reader_thread_at_once(tunnelled):
+    """paramiko's reader sleeps in recv between packets: a run that closes its connections must not leave a
     thread (and a socket) behind per host."""
-    c = connect(sshd.target(), host_keys=HostKeyStore())
-    assert c.run("true").rc == 0
-    reader = c.transport
+    assert tunnelled.run("true").rc == 0
+    reader = tunnelled.transport
     time.sleep(0.5)  # the command's last packets read: the reader asleep in recv, as between a run's requests
     assert reader.is_alive()
-    c.close()
+    tunnelled.close()
     reader.join(timeout=2)
     assert not reader.is_alive()
+
+
+def test_closing_a_direct_connection_leaves_no_thread_or_socket(sshd):
+    threads = threading.active_count()
+    c = connect(sshd.target(), host_keys=HostKeyStore())
+    assert c.run("echo a", input=b"x").rc == 0 and c.run("true").rc == 0
+    sock = c.transport.sock
+    c.close()
+    assert sock.recv(1) == b""  # shut down; the descriptor goes with the session's last channel
+    deadline = time.monotonic() + 2  # the feeder of the command with input ends as it ended
+    while threading.active_count() > threads and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert threading.active_count() == threads
 
 
 def test_closed_port_is_connection_refused():
@@ -420,7 +447,6 @@ def test_one_bastion_transport_serves_two_targets(sshd):
         assert a.transport is not b.transport
         for tunnelled in (a, b):
             assert tunnelled.via is bastion
-            assert isinstance(tunnelled.transport.sock, paramiko.Channel)
             assert tunnelled.transport.sock.get_transport() is bastion.transport
             assert tunnelled.run("echo through").stdout == b"through\n"
         a.close()
@@ -459,7 +485,7 @@ def _drop(conn: Connection) -> None:
     assert not conn.transport.is_active()
 
 
-def test_a_quick_command_never_makes_sshd_drop_the_connection(conn, monkeypatch):
+def test_a_quick_command_never_makes_sshd_drop_the_connection(tunnelled, monkeypatch):
     """A command that ends at once: sshd closes its channel as it exits. An EOF rke-py sent for the
     channel after paramiko answered that close (its thread answers while ours sends outside the channel
     lock) would name a channel sshd has freed, and sshd drops the whole connection for it. Delaying every
@@ -473,20 +499,39 @@ def test_a_quick_command_never_makes_sshd_drop_the_connection(conn, monkeypatch)
 
     monkeypatch.setattr(paramiko.Transport, "_send_user_message", late_eof)
     for _ in range(3):
-        assert conn.run("echo quick").stdout == b"quick\n"
+        assert tunnelled.run("echo quick").stdout == b"quick\n"
         time.sleep(0.5)
-    assert conn.transport.is_active() and conn.redials == 0
-    assert conn.run("cat").stdout == b""  # its stdin is empty, not waiting for rke-py
+    assert tunnelled.transport.is_active() and tunnelled.redials == 0
+    assert tunnelled.run("cat").stdout == b""  # its stdin is empty, not waiting for rke-py
+
+
+def test_quick_commands_side_by_side_keep_the_connection(conn):
+    """Commands that end at once, with and without input, many at a time: nothing rke-py sends may name a
+    channel it has closed (sshd drops the whole connection for that)."""
+    failed: list[BaseException] = []
+
+    def work(i: int) -> None:
+        try:
+            for _ in range(10):
+                assert conn.run(f"echo {i}").stdout == f"{i}\n".encode()
+                assert conn.run("exit 3", input=b"x" * 100).rc == 3
+        except BaseException as e:  # for the assertion below
+            failed.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not failed and conn.transport.is_active() and conn.redials == 0, failed
 
 
 def test_a_lost_connection_is_dialled_again_and_the_log_says_why(sshd, tmp_path, caplog):
     before = sshd.logins()
-    (tmp_path / "f").write_text("kept")
     with connect(sshd.target(), host_keys=HostKeyStore()) as conn:
-        assert conn.read_file(str(tmp_path / "f")) == b"kept"  # an SFTP channel on the first transport
+        assert conn.run("echo first").stdout == b"first\n"
         _drop(conn)
         assert conn.run("echo again").stdout == b"again\n"
-        assert conn.read_file(str(tmp_path / "f")) == b"kept"
         assert conn.redials == 1
     assert sshd.logins() - before == 2
     lost = "127.0.0.1: the SSH connection was lost (the server or the network closed it); connecting again"
@@ -606,7 +651,7 @@ def test_a_batch_that_cannot_be_written_names_the_file_and_cause_and_leaves_no_t
     assert (ssl / "kube-node.pem").is_dir()
 
 
-def test_read_file_and_file_hashes(conn, tmp_path):
+def test_file_hashes(conn, tmp_path):
     files = [tmp_path / f"f {i}.pem" for i in range(20)]  # a space in the name must survive quoting
     for i, f in enumerate(files):
         f.write_bytes(f"content {i}".encode())
@@ -616,8 +661,6 @@ def test_read_file_and_file_hashes(conn, tmp_path):
         **{str(f): hashlib.sha256(f"content {i}".encode()).hexdigest() for i, f in enumerate(files)},
         missing: None,
     }
-    assert conn.read_file(str(files[3])) == b"content 3"
-    assert conn.read_file(missing) is None
 
 
 # --- tunnels and health checks ------------------------------------------------------------------------
