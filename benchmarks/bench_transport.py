@@ -48,6 +48,7 @@ KINDS = (
     ),
     ("SSH key exchange", ("paramiko/kex", "paramiko/ecdsakey", "paramiko/ed25519key", "paramiko/rsakey")),
     ("SSH login", ("paramiko/auth", "paramiko/agent", "paramiko/pkey", "paramiko/client")),
+    ("SSH in C (libssh2)", ("ssh2", "rke_py/hosts/libssh2")),
     ("SSH packets and ciphers", ("paramiko/", "cryptography", "_cffi", "bcrypt", "nacl")),
     ("TLS", ("ssl",)),
     ("Docker API framing", ("docker/", "urllib3", "requests", "http/", "email/", "socket")),
@@ -62,12 +63,13 @@ KINDS = (
 
 # The requests a run makes, counted by the profiler (function calls): with `--operations`' cost of each,
 # what a host's share of a run should cost.
+# (paramiko counts the SSH packets of the connections it carries; libssh2 counts none.)
 REQUESTS = {
     "SSH logins": ("rke_py/hosts/ssh.py", "connect"),
     "commands": ("rke_py/hosts/ssh.py", "Connection._run"),
     "file batches": ("rke_py/hosts/ssh.py", "Connection.write_files"),
     "Docker requests": ("rke_py/hosts/docker_api.py", "NodeAPIClient.request"),
-    "Docker channels": ("rke_py/hosts/channels.py", "open_streamlocal"),
+    "Docker channels": ("rke_py/hosts/ssh.py", "Connection.open_unix"),
     "TCP channels (probes, API)": ("rke_py/hosts/ssh.py", "Connection.open_tcp"),
     "health probes": ("rke_py/verify/health.py", "probe"),
     "TLS handshakes": ("rke_py/hosts/channels.py", "_TLSChannel.__init__"),
@@ -227,13 +229,19 @@ def operations(hosts: int, repeat: int) -> list[dict[str, object]]:
                 started = time.process_time()
                 host = conns.host(target)
                 spent.setdefault("login and Docker version", []).append(time.process_time() - started)
-                packetizer = host.conn.transport.packetizer
+                packetizer = getattr(
+                    host.conn.transport, "packetizer", None
+                )  # paramiko's; libssh2 counts none
                 for kind, request in _requests(host, pull).items():
                     for _ in range(repeat):
-                        seen, started = packetizer._Packetizer__received_packets, time.process_time()
+                        seen = packetizer._Packetizer__received_packets if packetizer else 0
+                        started = time.process_time()
                         request()
                         spent.setdefault(kind, []).append(time.process_time() - started)
-                        packets.setdefault(kind, []).append(packetizer._Packetizer__received_packets - seen)
+                        if packetizer:
+                            packets.setdefault(kind, []).append(
+                                packetizer._Packetizer__received_packets - seen
+                            )
     finally:
         rke_py("lab", "down", "--name", name)
     return [
