@@ -98,12 +98,18 @@ class HostKeyStore:
                 keys += [KnownKey(t, k.get_base64(), self._known_hosts_file) for t, k in found.items()]
             return keys
 
+    def _known_algorithms(self, host: str, port: int) -> list[str]:
+        return [a for key in self.known(host, port) for a in _ALGORITHMS.get(key.keytype, (key.keytype,))]
+
     def preferred_algorithms(self, host: str, port: int, available: tuple[str, ...]) -> tuple[str, ...]:
         """Host-key algorithms with the known types first, so the server shows the key we can check."""
-        first: list[str] = []
-        for key in self.known(host, port):
-            first += [a for a in _ALGORITHMS.get(key.keytype, (key.keytype,)) if a in available]
+        first = [a for a in self._known_algorithms(host, port) if a in available]
         return tuple(dict.fromkeys(first + list(available)))
+
+    def checkable_with(self, host: str, port: int, available: tuple[str, ...]) -> bool:
+        """No key is known for host:port, or one of a type a client offering `available` can be shown."""
+        known = self._known_algorithms(host, port)
+        return not known or any(a in available for a in known)
 
     def check(self, host: str, port: int, key: paramiko.PKey, policy: HostKeyPolicy) -> None:
         """Accept `key` for host:port under `policy`, or raise HostKeyRejected saying why."""

@@ -301,10 +301,16 @@ class LibSession:
         return self._open(lambda: self._session.direct_streamlocal_ex(path, "127.0.0.1", 0), path, timeout)
 
     def _open(self, op: Callable[[], Any], what: str, timeout: float | None) -> LibChannel:
+        """A new channel. An open that timed out is still under way in the session: libssh2 keeps its
+        progress there and would hand its channel to the next open, which cannot start before sshd
+        answers (for a tunnel, when its connect ends). So the connection is given up, and the next use
+        logs in again."""
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
             opened = self.request(op, deadline)
         except TimeoutError:
+            with self._lock:
+                self._lost = self._lost or "a channel open got no answer in time"
             raise ChannelTimeout(f"timed out after {timeout:g}s opening a channel to {what}") from None
         except lib.ChannelFailure:
             said = self.failure()

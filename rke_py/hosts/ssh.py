@@ -178,13 +178,15 @@ def _dial_libssh2(
 ) -> LibSession | None:
     """A libssh2 login, or None where paramiko should try (and explain) instead: a key libssh2 cannot
     use, a server it cannot agree with, a refused key (paramiko goes on to the agent)."""
+    if not host_keys.checkable_with(target.address, target.port, _HOST_KEY_TYPES):
+        return None  # the known key is of a type libssh2 cannot check (DSA)
     try:
         key = keys.from_text(target.ssh_key) if target.ssh_key else keys.from_file(target.ssh_key_path)
     except KeyProblem:
         return None
     session = LibSession(_open_socket(target, None, timeout))
     try:
-        kinds = [k for k in host_keys.preferred_algorithms(target.address, target.port, _HOST_KEY_TYPES)]
+        kinds = list(host_keys.preferred_algorithms(target.address, target.port, _HOST_KEY_TYPES))
         try:
             kind, blob = session.handshake(timeout, kinds)
         except (SSH2Error, OSError) as e:  # paramiko's to try again and explain

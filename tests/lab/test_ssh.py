@@ -31,6 +31,7 @@ from cryptography.x509.oid import NameOID
 from rke_py.config.schema import BastionHost, ClusterConfig, Node
 from rke_py.deploy.targets import bastion_target, ssh_target
 from rke_py.errors import ConnectError, ExitStatus, HostError
+from rke_py.hosts.channels import ChannelTimeout
 from rke_py.hosts.connections import Connections
 from rke_py.hosts.docker_api import HostDocker, docker_client
 from rke_py.hosts.hostkeys import HostKeyPolicy, HostKeyStore
@@ -524,6 +525,28 @@ def test_quick_commands_side_by_side_keep_the_connection(conn):
     for t in threads:
         t.join(60)
     assert not failed and conn.transport.is_active() and conn.redials == 0, failed
+
+
+def test_a_channel_open_that_timed_out_costs_a_login_not_the_next_channel(conn):
+    """sshd answers a tunnel's open only once its connect ends: to a port whose backlog is full that takes
+    long, and the open times out. libssh2 keeps that open's progress in the session and would hand its
+    channel to the next open, so the connection is given up: the next command gets its own channel on a
+    new login."""
+    with socket.socket() as full:
+        full.bind(("127.0.0.1", 0))
+        full.listen(0)
+        waiting = [socket.socket() for _ in range(3)]
+        for s in waiting:  # connects that fill the backlog; the next ones hang
+            s.setblocking(False)
+            s.connect_ex(full.getsockname())
+        try:
+            with pytest.raises(ChannelTimeout):
+                conn.transport.open_channel("direct-tcpip", full.getsockname(), ("127.0.0.1", 0), timeout=0.5)
+            assert conn.run("echo own").stdout == b"own\n"
+        finally:
+            for s in waiting:
+                s.close()
+    assert conn.run("echo still").stdout == b"still\n" and conn.redials == 1
 
 
 def test_a_lost_connection_is_dialled_again_and_the_log_says_why(sshd, tmp_path, caplog):

@@ -141,3 +141,13 @@ def test_known_key_types_are_negotiated_first():
         "ecdsa-sha2-nistp256",
     )
     assert HostKeyStore().preferred_algorithms("10.0.0.1", 22, available) == available
+
+
+def test_a_client_that_cannot_be_shown_the_known_key_type_is_not_used():
+    """libssh2 checks no DSA host keys: a host pinned with one logs in with paramiko instead."""
+    libssh2 = ("ssh-ed25519", "rsa-sha2-512", "ssh-rsa")
+    dss_pin = HostKeyStore(pinned={"10.0.0.1:22": "ssh-dss AAAAB3NzaC1kc3MAAACBAP=="})
+    rsa_pin = HostKeyStore(pinned={"10.0.0.1:22": "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQ=="})
+    assert not dss_pin.checkable_with("10.0.0.1", 22, libssh2)
+    assert rsa_pin.checkable_with("10.0.0.1", 22, libssh2)
+    assert HostKeyStore().checkable_with("10.0.0.1", 22, libssh2)  # nothing known: any key is news
