@@ -24,7 +24,6 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from functools import partial
 from typing import Any, TypeVar
 
 import paramiko
@@ -322,8 +321,24 @@ class LibSession:
         return LibChannel(self, opened)
 
 
-def _write(data: bytes, chan: _LibChannel) -> tuple[int, int]:
-    return chan.write(data)
+class _Writer:
+    """One write of `data` made through `LibSession.call`, which calls it again while it says EAGAIN.
+
+    ssh2-python's write goes on packet after packet and, stopped half-way through one, says EAGAIN with
+    the bytes of the whole packets before it. libssh2 then finishes that packet whatever it is given, and
+    counts it from where it is given: so each call starts where the last one stopped."""
+
+    def __init__(self, data: memoryview, sending: Callable[[], bool] | None = None):
+        self._data = data
+        self._sending = sending  # given, done at the first bytes sent and no packet half sent (`send`)
+        self.done = 0
+
+    def __call__(self, chan: _LibChannel) -> int:
+        code, written = chan.write(bytes(self._data[self.done : self.done + 65536]))
+        self.done += written
+        if code != LIBSSH2_ERROR_EAGAIN or (self.done and self._sending and not self._sending()):
+            return 0
+        return code
 
 
 class _Status:
@@ -495,13 +510,15 @@ class LibChannel:
         view = memoryview(data)
         deadline = self._deadline()
         while view:
-            _, sent = self._call(partial(_write, bytes(view[:65536])), deadline)
-            view = view[sent:]
+            writer = _Writer(view)
+            self._call(writer, deadline)
+            view = view[writer.done :]
 
     def send(self, data: bytes) -> int:
         """Some of `data` (paramiko's Transport sends so over a bastion's channel)."""
-        _, sent = self._call(partial(_write, bytes(data[:65536])), self._deadline())
-        return sent
+        writer = _Writer(memoryview(data), self._session.sending)
+        self._call(writer, self._deadline())
+        return writer.done
 
     def get_transport(self) -> LibSession:
         return self._session

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 import paramiko
+from ssh2 import exceptions as ssh2_errors
 from ssh2.exceptions import SSH2Error
 
 from rke_py.errors import BusyError, ConnectError, HostError, UnreachableError
@@ -189,6 +190,10 @@ def _dial_libssh2(
         kinds = list(host_keys.preferred_algorithms(target.address, target.port, _HOST_KEY_TYPES))
         try:
             kind, blob = session.handshake(timeout, kinds)
+        except (ssh2_errors.Timeout, ssh2_errors.SocketTimeout):  # not again: it would wait as long
+            raise _fail(
+                target, f"SSH handshake on port {target.port} failed: {_no_banner(timeout)}"
+            ) from None
         except (SSH2Error, OSError) as e:  # paramiko's to try again and explain
             log.debug("%s: libssh2 handshake failed (%s); trying paramiko", target.label, e)
             session.close()
@@ -277,10 +282,14 @@ def _open_socket(target: SSHTarget, bastion: Connection | None, timeout: float):
         raise _unreachable(target, f"cannot connect to {where}: {e.strerror or e}. {_TIMEOUT_HINT}") from None
 
 
+def _no_banner(timeout: float) -> str:
+    return f"no SSH banner within {timeout:g}s (is this port an SSH server?)"
+
+
 def _handshake_reason(e: BaseException, timeout: float) -> str:
     text = str(e)
     if "banner" in text.lower():
-        return f"no SSH banner within {timeout:g}s (is this port an SSH server?)"
+        return _no_banner(timeout)
     if isinstance(e, EOFError) or not text:
         return "the server closed the connection"
     return text
