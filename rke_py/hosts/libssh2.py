@@ -350,9 +350,6 @@ class _Status:
     def wait(self, timeout: float | None = None) -> bool:
         return self._chan.wait_closed_by_peer(timeout)
 
-    def is_set(self) -> bool:
-        return self._chan.wait_closed_by_peer(0)
-
 
 class LibChannel:
     """A libssh2 channel with the part of paramiko's Channel interface rke-py uses."""
