@@ -1,7 +1,7 @@
 """SSH in C: libssh2 (through ssh2-python) for the connections of hosts reached directly.
 
-paramiko spends about 6 ms of CPU on a login and 1 ms on each small request in its per-packet Python;
-libssh2 does the same work in C in about a quarter of that (docs/performance.md). libssh2 is not
+paramiko does the SSH protocol's per-packet work in Python; libssh2 does it in C (what each costs a
+request is in docs/performance.md). libssh2 is not
 thread-safe, and every step of a run uses a host's connection from its own thread, so each call into a
 session is made under the session's lock, in non-blocking mode. A call that must wait for the server
 releases the lock: one thread waits on the socket, the others for it (or any call that read the socket)

@@ -4,9 +4,9 @@ Opening a connection costs a TCP handshake, a key exchange and a signature (~100
 later command is a channel on the same transport (~1 round trip). So a run connects once per host and
 hands the `Connection` to everything that needs the host.
 
-A host reached directly with a key file or an inline key logs in with libssh2 (`libssh2.LibSession`, a
-quarter of paramiko's CPU); a bastion, a certificate or the agent first take paramiko, which has them all,
-as does a login libssh2 could not make (its reason is paramiko's to say then).
+A host reached directly with a key file or an inline key logs in with libssh2 (`libssh2.LibSession`:
+the SSH protocol in C, not Python); a bastion, a certificate or the agent first take paramiko, which has
+them all, as does a login libssh2 could not make (its reason is paramiko's to say then).
 """
 
 from __future__ import annotations
