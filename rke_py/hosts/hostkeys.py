@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import hmac
 import logging
 import threading
 from collections.abc import Mapping
@@ -78,8 +79,7 @@ class HostKeyStore:
         self.pinned = dict(pinned or {})
         self.learned: dict[str, str] = {}
         self._known_hosts_file = known_hosts_file
-        self._known_hosts: paramiko.HostKeys | None = None
-        self._revoked: set[str] = set()
+        self._known_hosts: _KnownHosts | None = None
         self._lock = threading.Lock()
 
     def known(self, host: str, port: int) -> list[KnownKey]:
@@ -91,11 +91,8 @@ class HostKeyStore:
                 keys.append(_parse_entry(host_id(host, port), entry))
             if self._known_hosts_file:
                 if self._known_hosts is None:
-                    self._known_hosts, self._revoked = _load_known_hosts(self._known_hosts_file)
-                found: Mapping[str, paramiko.PKey] = (
-                    self._known_hosts.lookup(_known_hosts_name(host, port)) or {}
-                )
-                keys += [KnownKey(t, k.get_base64(), self._known_hosts_file) for t, k in found.items()]
+                    self._known_hosts = _KnownHosts.read(self._known_hosts_file)
+                keys += self._known_hosts.lookup(_known_hosts_name(host, port))
             return keys
 
     def _known_algorithms(self, host: str, port: int) -> list[str]:
@@ -111,12 +108,13 @@ class HostKeyStore:
         known = self._known_algorithms(host, port)
         return not known or any(a in available for a in known)
 
-    def check(self, host: str, port: int, key: paramiko.PKey, policy: HostKeyPolicy) -> None:
-        """Accept `key` for host:port under `policy`, or raise HostKeyRejected saying why."""
+    def check(self, host: str, port: int, keytype: str, b64: str, policy: HostKeyPolicy) -> None:
+        """Accept the key the server showed (its type and base64 blob) for host:port under `policy`, or
+        raise HostKeyRejected saying why."""
         name = host_id(host, port)
-        offered = KnownKey(key.get_name(), key.get_base64(), "server")
+        offered = KnownKey(keytype, b64, "server")
         known = self.known(host, port)
-        if offered.b64 in self._revoked:
+        if self._known_hosts is not None and offered.b64 in self._known_hosts.revoked:
             raise HostKeyRejected(
                 f"host key {offered} of {name} is marked @revoked in {self._known_hosts_file}; refusing it"
             )
@@ -164,36 +162,68 @@ def _parse_entry(name: str, entry: str) -> KnownKey:
     return KnownKey(parts[0], parts[1], "cluster state")
 
 
-def _load_known_hosts(path: str) -> tuple[paramiko.HostKeys, set[str]]:
-    """Read an OpenSSH known_hosts file once: its host keys, and the blobs marked `@revoked`.
+@dataclass
+class _KnownHosts:
+    """An OpenSSH known_hosts file, read once and indexed: each host is looked up once per connection
+    attempt, and a file listing every node of a large cluster made a linear search with a key re-encoded
+    per entry cost more than the SSH login itself.
 
-    Hashed names and `[host]:port` entries are matched by paramiko.HostKeys; lines it cannot parse
-    (`@cert-authority`, unknown key types) are skipped here, since paramiko would stop at them.
+    Names match exactly or by their hashed form (`|1|salt|hash`), as paramiko.HostKeys matches them; lines
+    it cannot parse (`@cert-authority`, unknown key types) are skipped, since paramiko would stop at them.
     """
-    keys = paramiko.HostKeys()
-    revoked: set[str] = set()
-    try:
-        with open(path) as f:
-            lines = f.read().splitlines()
-    except OSError as e:
-        raise HostKeyRejected(f"cannot read known_hosts file {path}: {e.strerror}") from None
-    for lineno, raw in enumerate(lines, 1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        if line.startswith("@revoked"):
-            parts = line.split()
-            if len(parts) >= 4:
-                revoked.add(parts[3])
-            continue
-        if line.startswith("@"):
-            continue
+
+    path: str
+    named: dict[str, list[KnownKey]]
+    hashed: list[tuple[bytes, bytes, KnownKey]]  # (salt, HMAC-SHA1 of the name, key)
+    revoked: set[str]  # base64 blobs marked @revoked
+    found: dict[str, list[KnownKey]]  # lookups made, by name
+
+    @classmethod
+    def read(cls, path: str) -> _KnownHosts:
         try:
-            entry = HostKeyEntry.from_line(line, lineno)
-        except (InvalidHostKey, paramiko.SSHException, ValueError) as e:
-            log.debug("%s:%d: skipped (%s)", path, lineno, e)
-            continue
-        if entry is not None:
+            with open(path) as f:
+                lines = f.read().splitlines()
+        except OSError as e:
+            raise HostKeyRejected(f"cannot read known_hosts file {path}: {e.strerror}") from None
+        table = cls(path, {}, [], set(), {})
+        for lineno, raw in enumerate(lines, 1):
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            if line.startswith("@revoked"):
+                parts = line.split()
+                if len(parts) >= 4:
+                    table.revoked.add(parts[3])
+                continue
+            if line.startswith("@"):
+                continue
+            try:
+                entry = HostKeyEntry.from_line(line, lineno)
+            except (InvalidHostKey, paramiko.SSHException, ValueError) as e:
+                log.debug("%s:%d: skipped (%s)", path, lineno, e)
+                continue
+            if entry is None:
+                continue
+            key = KnownKey(entry.key.get_name(), entry.key.get_base64(), path)
             for name in entry.hostnames:
-                keys.add(name, entry.key.get_name(), entry.key)
-    return keys, revoked
+                if name.startswith("|1|"):
+                    salt, _, digest = name[3:].partition("|")
+                    try:
+                        table.hashed.append((base64.b64decode(salt), base64.b64decode(digest), key))
+                    except binascii.Error:
+                        log.debug("%s:%d: skipped a garbled hashed name", path, lineno)
+                else:
+                    table.named.setdefault(name, []).append(key)
+        return table
+
+    def lookup(self, name: str) -> list[KnownKey]:
+        """The keys listed for `name` ("host" or "[host]:port"), in the file's order (called under the
+        store's lock)."""
+        if name not in self.found:
+            hashed = [k for salt, digest, k in self.hashed if _hmac_matches(salt, name, digest)]
+            self.found[name] = list(dict.fromkeys(self.named.get(name, []) + hashed))
+        return self.found[name]
+
+
+def _hmac_matches(salt: bytes, name: str, digest: bytes) -> bool:
+    return hmac.compare_digest(hmac.new(salt, name.encode(), hashlib.sha1).digest(), digest)

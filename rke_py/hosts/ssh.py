@@ -11,6 +11,7 @@ them all, as does a login libssh2 could not make (its reason is paramiko's to sa
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import copy
 import logging
@@ -162,7 +163,8 @@ def _dial(
                 target, f"SSH handshake on port {target.port} failed: {_handshake_reason(e, timeout)}"
             ) from None
         try:
-            host_keys.check(target.address, target.port, transport.get_remote_server_key(), policy)
+            shown = transport.get_remote_server_key()
+            host_keys.check(target.address, target.port, shown.get_name(), shown.get_base64(), policy)
         except HostKeyRejected as e:
             raise _fail(target, str(e)) from None
         _authenticate(transport, target, keys)
@@ -199,7 +201,7 @@ def _dial_libssh2(
             session.close()
             return None
         try:
-            host_keys.check(target.address, target.port, paramiko.PKey.from_type_string(kind, blob), policy)
+            host_keys.check(target.address, target.port, kind, base64.b64encode(blob).decode(), policy)
         except HostKeyRejected as e:
             raise _fail(target, str(e)) from None
         try:
