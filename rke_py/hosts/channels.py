@@ -14,7 +14,7 @@ import secrets
 import ssl
 import tempfile
 import threading
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 from urllib.parse import urlsplit
 
 import paramiko
@@ -163,15 +163,52 @@ class _Stream(io.RawIOBase):
         return len(data)
 
 
+class TLSSessions:
+    """The last TLS session each server on one node gave, to resume on the next connection to it.
+
+    A probe repeated while a component starts is a new connection each time, and a full handshake costs
+    the client a key exchange, the parse of the server's certificates and, for a client identity, a
+    signature; a resumed TLS 1.3 session costs the key exchange alone. A server that restarted, or
+    another one behind a proxy, refuses the ticket and the handshake is a full one. Kept per context, so
+    a session is resumed only with the client identity and the trust it was made with."""
+
+    def __init__(self) -> None:
+        self._kept: dict[tuple[ssl.SSLContext, str, int], ssl.SSLSession] = {}
+        self._lock = threading.Lock()
+
+    def get(self, ctx: ssl.SSLContext, host: str, port: int) -> ssl.SSLSession | None:
+        with self._lock:
+            return self._kept.get((ctx, host, port))
+
+    def keep(self, ctx: ssl.SSLContext, host: str, port: int, session: ssl.SSLSession | None) -> None:
+        if session is not None and session.has_ticket:
+            with self._lock:
+                self._kept[ctx, host, port] = session
+
+
 class _TLSChannel:
     """TLS over an SSH channel with ssl's memory BIOs: no socket, no thread, no extra file descriptor."""
 
-    def __init__(self, chan: Channel, ctx: ssl.SSLContext, server_hostname: str):
+    def __init__(
+        self, chan: Channel, ctx: ssl.SSLContext, server_hostname: str, session: ssl.SSLSession | None = None
+    ):
         self._chan = chan
         self._incoming = ssl.MemoryBIO()
         self._outgoing = ssl.MemoryBIO()
-        self._tls = ctx.wrap_bio(self._incoming, self._outgoing, server_hostname=server_hostname)
+        self._tls = ctx.wrap_bio(
+            self._incoming, self._outgoing, server_hostname=server_hostname, session=session
+        )
         self._pump(self._tls.do_handshake)
+
+    @property
+    def session(self) -> ssl.SSLSession | None:
+        """What to resume the next connection with: complete once an answer was read (TLS 1.3 servers send
+        their tickets after the handshake)."""
+        return self._tls.session
+
+    @property
+    def resumed(self) -> bool:
+        return self._tls.session_reused
 
     def _pump(self, op, *args):
         while True:
@@ -259,11 +296,17 @@ class HTTPConnection:
         port: int,
         context: ssl.SSLContext | None,
         timeout: float | None,
+        sessions: TLSSessions | None = None,
     ):
         self._chan = chan
+        self._resume = sessions
         chan.settimeout(timeout)
         try:
-            sock = _TLSChannel(chan, context, host) if context is not None else _PlainChannel(chan)
+            if context is None:
+                sock: _TLSChannel | _PlainChannel = _PlainChannel(chan)
+            else:
+                kept = sessions.get(context, host, port) if sessions else None
+                sock = _TLSChannel(chan, context, host, kept)
         except BaseException as e:  # the channel is this object's to close from the start
             chan.close()
             if isinstance(e, ssl.SSLError):
@@ -273,6 +316,8 @@ class HTTPConnection:
             raise
         self._http = http.client.HTTPConnection(host, port, timeout=timeout)
         self._http.sock = sock  # http.client only needs sendall() and makefile() from it
+        self._tls = sock if isinstance(sock, _TLSChannel) else None
+        self._server = (context, host, port)
         self.reusable = False
         self._asked = False
 
@@ -323,7 +368,15 @@ class HTTPConnection:
             raise NoAnswer(f"bad HTTP response: {e!r}") from None
         # http.client forgets the socket of a response that closes; it must never dial one of its own
         self.reusable = keep and self._http.sock is not None and not response.will_close
+        if self._resume is not None and self._tls is not None:
+            context, host, port = self._server
+            self._resume.keep(cast(ssl.SSLContext, context), host, port, self._tls.session)
         return answer
+
+    @property
+    def resumed(self) -> bool:
+        """The TLS handshake resumed a kept session."""
+        return self._tls is not None and self._tls.resumed
 
     def closed_by_peer(self) -> bool:
         """The server hung up on this connection while it was idle (checked before it is used again)."""
@@ -342,9 +395,11 @@ def http_request(
     *,
     context: ssl.SSLContext | None,
     timeout: float,
+    sessions: TLSSessions | None = None,
 ) -> tuple[int, bytes]:
-    """One GET over an open channel (TLS when `context` is given), which is closed after; (status, body)."""
-    conn = HTTPConnection(chan, host, port, context, timeout)
+    """One GET over an open channel (TLS when `context` is given, resuming a session in `sessions`), which
+    is closed after; (status, body)."""
+    conn = HTTPConnection(chan, host, port, context, timeout, sessions)
     try:
         return conn.request("GET", path, timeout=timeout)
     finally:

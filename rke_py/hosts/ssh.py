@@ -417,6 +417,7 @@ class Connection:
         self._redial_lock = threading.Lock()
         self._files_lock = threading.Lock()
         self._exec_slots = threading.BoundedSemaphore(EXEC_SLOTS)
+        self.tls_sessions = channels.TLSSessions()  # the node's servers', for its probes to resume
 
     def __repr__(self) -> str:
         hop = f" via {self.via.target.label}" if self.via else ""
@@ -647,7 +648,9 @@ class Connection:
         host, port, path = channels.split_url(url)
         chan = self.open_tcp(host, port, timeout=timeout)
         try:
-            return channels.http_request(chan, host, port, path, context=context, timeout=timeout)
+            return channels.http_request(
+                chan, host, port, path, context=context, timeout=timeout, sessions=self.tls_sessions
+            )
         except (OSError, paramiko.SSHException, channels.HTTPProblem) as e:
             error = BusyError if isinstance(e, channels.NoAnswer) else ConnectError
             raise error(self.host, "http", f"GET {url} from the node failed: {e}") from None

@@ -32,6 +32,7 @@ from cryptography.x509.oid import NameOID
 from rke_py.config.schema import BastionHost, ClusterConfig, Node
 from rke_py.deploy.targets import bastion_target, ssh_target
 from rke_py.errors import ConnectError, ExitStatus, HostError
+from rke_py.hosts import channels
 from rke_py.hosts.channels import ChannelTimeout
 from rke_py.hosts.connections import Connections
 from rke_py.hosts.docker_api import HostDocker, docker_client
@@ -745,8 +746,12 @@ def tls_server(tmp_path_factory):
     ctx.load_verify_locations(d / "ca.pem")
     ctx.verify_mode = ssl.CERT_REQUIRED
 
+    resumed: list[bool] = []  # per TLS request: did the client resume a session
+
     class Health(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
+            if isinstance(self.connection, ssl.SSLSocket):
+                resumed.append(self.connection.session_reused)
             body = b"ok" if self.path == "/healthz" else b"not found"
             self.send_response(200 if self.path == "/healthz" else 404)
             self.send_header("Content-Length", str(len(body)))
@@ -767,6 +772,7 @@ def tls_server(tmp_path_factory):
         "ca": _pem(ca),
         "cert": _pem(client),
         "key": _pem(client_key),
+        "resumed": resumed,
     }
     for s in (httpd, plain):
         s.shutdown()
@@ -786,6 +792,20 @@ def test_https_get_from_the_node_with_a_client_certificate(conn, tls_server):
         key_pem=tls_server["key"],
     )
     assert status == 404
+
+
+def test_a_probe_again_resumes_its_tls_session_but_never_lends_its_identity(conn, tls_server):
+    """Probes repeated while a component starts resume the session the last one made (no certificates
+    or signatures again); a request without the client certificate does not ride on that session."""
+    url = f"https://localhost:{tls_server['port']}/healthz"
+    identity = {"ca_pem": tls_server["ca"], "cert_pem": tls_server["cert"], "key_pem": tls_server["key"]}
+    conn.tls_sessions = channels.TLSSessions()
+    before = len(tls_server["resumed"])
+    assert conn.https_get(url, **identity) == (200, b"ok")
+    assert conn.https_get(url, **identity) == (200, b"ok")
+    assert tls_server["resumed"][before:] == [False, True]
+    with pytest.raises(ConnectError):
+        conn.https_get(url, ca_pem=tls_server["ca"])
 
 
 def test_https_get_without_client_certificate_fails_plainly(conn, tls_server):
