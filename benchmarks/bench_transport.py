@@ -5,10 +5,11 @@ rendering), apart from what any run costs once.
 
 Rows `{hosts, operation, wall_s, cpu_s, cpu_ms_per_host, load}` for a fresh `up`, a no-op `up`, `plan`
 and `status` (cpu_s: user+sys of the rke-py process; cpu_ms_per_host: the slope, on the rows of the
-larger size; load: the 1-minute load average the operation started at). The fresh `up` runs once; the
-others `--runs` times each (medians), each after the machine settled: the hosts' components go on
-starting long after a fresh `up` of many hosts, and on a machine that busy the CPU a run spends grows
-with the load, which made slopes between a quiet and a loaded size swing by 20 ms a host. `--profile`
+larger size; load: the 1-minute load average the operation started at). Both labs run at once. The fresh
+`up` runs once on each; the others `--runs` times each (medians), the two sizes in turn, once the machine
+settled: the hosts' components go on starting long after a fresh `up` of many hosts, and on a machine
+that busy the CPU a run spends grows with the load, which made slopes between a quiet and a loaded size
+swing by 20 ms a host. `--profile`
 builds one more lab of the smaller size and runs each operation there under yappi (CPU clock, every
 thread, C functions included), then prints where the CPU went by kind and the requests each host was
 asked (SSH logins, commands, file batches, Docker requests, channels, probes, TLS handshakes, SSH
@@ -34,7 +35,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's rke_py, for --profiled
 from bench_up import rke_py
@@ -129,29 +130,43 @@ def settle(patience: float = 300, every: float = 15) -> float:
     return load
 
 
-def measure(hosts: int, runs: int) -> list[dict[str, object]]:
-    """The fresh `up` once, then each other operation `runs` times once the machine settled (medians);
-    `load`: the 1-minute load average it started at."""
-    name = f"transport{hosts}"
-    cluster_yml = lab(hosts, name)
+def _row(hosts: int, operation: str, timed: list[Any], load: float) -> dict[str, object]:
+    return {
+        "hosts": hosts,
+        "operation": operation,
+        "wall_s": round(statistics.median(t.seconds for t in timed), 2),
+        "cpu_s": round(statistics.median(t.cpu for t in timed), 2),
+        "cpu_ms_per_host": None,
+        "load": round(load, 1),
+    }
+
+
+def measure(sizes: tuple[int, int], runs: int) -> list[dict[str, object]]:
+    """Both labs up at once: each size's fresh `up` once, then each other operation `runs` times on the
+    two sizes in turn, after the machine settled (medians). Measured one size after the other, the two
+    sizes met different loads (the larger lab's components still starting), and the slope between them
+    moved with the load more than with the code: 8 and 26 ms a host in two runs of the same code. In
+    turn, both meet the same load. `load`: the 1-minute load average the operation started at."""
+    labs: dict[int, str] = {}
     rows: list[dict[str, object]] = []
     try:
+        for hosts in sizes:
+            labs[hosts] = lab(hosts, f"transport{hosts}")
+        for hosts in sizes:
+            load = os.getloadavg()[0]
+            rows.append(_row(hosts, "up", [rke_py("up", "--config", labs[hosts])], load))
         for operation, command in OPERATIONS.items():
-            fresh = operation == "up"
-            load = os.getloadavg()[0] if fresh else settle()
-            timed = [rke_py(*command, "--config", cluster_yml) for _ in range(1 if fresh else runs)]
-            rows.append(
-                {
-                    "hosts": hosts,
-                    "operation": operation,
-                    "wall_s": round(statistics.median(t.seconds for t in timed), 2),
-                    "cpu_s": round(statistics.median(t.cpu for t in timed), 2),
-                    "cpu_ms_per_host": None,
-                    "load": round(load, 1),
-                }
-            )
+            if operation == "up":
+                continue
+            load = settle()
+            timed: dict[int, list[Any]] = {hosts: [] for hosts in sizes}
+            for _ in range(runs):
+                for hosts in sizes:
+                    timed[hosts].append(rke_py(*command, "--config", labs[hosts]))
+            rows += [_row(hosts, operation, timed[hosts], load) for hosts in sizes]
     finally:
-        rke_py("lab", "down", "--name", name)
+        for hosts in labs:
+            rke_py("lab", "down", "--name", f"transport{hosts}")
     return rows
 
 
@@ -278,12 +293,11 @@ def main() -> None:
         for row in costs:
             print(f"{row['operation']!s:>40} | {row['cpu_ms']!s:>7} | {row['packets_in']}")
         return
-    rows = measure(small, args.runs) + measure(large, args.runs)
+    rows = measure((small, large), args.runs)
     at = {(r["hosts"], r["operation"]): r for r in rows}
     for operation in OPERATIONS:
-        slope = (float(at[large, operation]["cpu_s"]) - float(at[small, operation]["cpu_s"])) / (
-            large - small
-        )
+        cpu = {hosts: cast(float, at[hosts, operation]["cpu_s"]) for hosts in (small, large)}
+        slope = (cpu[large] - cpu[small]) / (large - small)
         at[large, operation]["cpu_ms_per_host"] = round(slope * 1000, 1)
     kinds = profile(small) if args.profile else {}
     if args.output == "json":
