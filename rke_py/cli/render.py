@@ -14,6 +14,7 @@ from rke_py.deploy.up import UpResult
 from rke_py.verify.checks import Report
 
 LISTED = 50  # rows shown one by one; above that, alike rows are counted instead
+CLUSTER = "(cluster)"  # the host column of an action on the cluster's objects
 
 
 def action_doc(action: Action) -> dict[str, str]:
@@ -56,18 +57,34 @@ def print_actions(out: Console, result: UpResult, title: str) -> None:
         rows += [
             (address, a.phase, a.kind, a.target, a.reason) for a in host_actions if a.kind != "write-file"
         ]
-    rows += [("(cluster)", c.phase, c.kind, c.target, c.reason) for c in result.cluster_actions]
+    rows += [(CLUSTER, c.phase, c.kind, c.target, c.reason) for c in result.cluster_actions]
     if len(rows) > LISTED:
-        hosts: dict[tuple[str, ...], list[str]] = {}
-        for host, *action in rows:
-            hosts.setdefault(tuple(action), []).append(host)
-        rows = [(on[0] if len(on) == 1 else f"{len(on)} hosts", *action) for action, on in hosts.items()]
+        rows = _alike(rows)
     table = Table(title=title)
     for column in ("host", "phase", "action", "target", "why"):
         table.add_column(column)
     for row in rows:
         table.add_row(*row)
     out.print(table)
+
+
+def _alike(rows: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
+    """Rows alike but for their host as one row that counts the hosts ("59 hosts"), and cluster rows alike
+    but for the object's name as one that counts the objects ("node/… (300)"): a kubelet change on a
+    large cluster cordons and uncordons every node, and a table of thousands of rows cost more CPU to
+    draw than the run spent on the hosts."""
+    hosts: dict[tuple[str, ...], list[str]] = {}
+    objects: dict[tuple[str, ...], list[str]] = {}
+    for host, phase, kind, target, why in rows:
+        if host == CLUSTER and "/" in target:
+            objects.setdefault((phase, kind, target.rpartition("/")[0], why), []).append(target)
+        else:
+            hosts.setdefault((phase, kind, target, why), []).append(host)
+    alike = [(on[0] if len(on) == 1 else f"{len(on)} hosts", *action) for action, on in hosts.items()]
+    return alike + [
+        (CLUSTER, phase, kind, named[0] if len(named) == 1 else f"{group}/… ({len(named)})", why)
+        for (phase, kind, group, why), named in objects.items()
+    ]
 
 
 def _reasons(actions: Sequence[Action]) -> str:

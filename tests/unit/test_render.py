@@ -5,7 +5,7 @@ from rich.console import Console
 
 from rke_py.cli.render import print_actions, print_report
 from rke_py.config.schema import Node
-from rke_py.deploy.actions import ReplaceContainer, SyncNode, WriteFile
+from rke_py.deploy.actions import Cordon, ReplaceContainer, SyncNode, Uncordon, WriteFile
 from rke_py.deploy.up import UpResult
 from rke_py.plan.model import ContainerSpec, FileSpec
 from rke_py.verify.checks import Check, Report
@@ -37,6 +37,19 @@ def test_on_a_large_cluster_the_same_change_on_many_hosts_is_one_row_that_counts
     assert "59 hosts" in text and "spec changed; batch 1 of 2" in text
     assert "10.0.1.7" in text and "image changed" in text  # the one that differs keeps its host
     assert "10.0.1.8 " not in text
+
+
+def test_on_a_large_cluster_the_same_action_on_many_nodes_is_one_row_that_counts_them():
+    cordons = [Cordon(f"w{i}", "before its kubelet is replaced") for i in range(1, 61)]
+    uncordons = [Uncordon(f"w{i}", "Ready again") for i in range(1, 61)]
+    sync = SyncNode("w1", Node(address="10.0.0.5"), "label zone=b")
+    out = Console(width=200, record=True)
+    print_actions(out, UpResult({}, [*cordons, *uncordons, sync], None), title="Changes")
+    text = out.export_text()
+    assert "node/… (60)" in text and "before its kubelet is replaced" in text and "Ready again" in text
+    assert "node/w1" in text and "label zone=b" in text  # alone of its kind: named
+    assert "node/w2 " not in text
+    assert len(text.splitlines()) < 15
 
 
 def test_a_large_clusters_report_lists_what_failed_and_counts_what_passed():
