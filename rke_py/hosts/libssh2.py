@@ -5,7 +5,9 @@ request is in docs/performance.md). libssh2 is not
 thread-safe, and every step of a run uses a host's connection from its own thread, so each call into a
 session is made under the session's lock, in non-blocking mode. A call that must wait for the server
 releases the lock: one thread waits on the socket, the others for it (or any call that read the socket)
-to say that something came.
+to say that something came. Whether a call read the socket is known exactly on Linux (the bytes the
+kernel received less those still queued); elsewhere it is guessed from whether input was waiting before
+the call, and a waiter whose packet another call took unawares looks again by itself soon after.
 
 libssh2 has two rules a shared session must keep. A packet it could send only in part must be finished by
 the same call before any other call sends (else BAD_USE, or a corrupt stream): a call that stops half-way
@@ -16,10 +18,14 @@ fails when the answer to another channel's request comes first. Those hold a sec
 
 from __future__ import annotations
 
+import array
 import contextlib
+import fcntl
 import os
 import select
 import socket
+import sys
+import termios
 import threading
 import time
 import weakref
@@ -63,8 +69,13 @@ _FATAL = (
 _SOCKET = (lib.SocketRecvError, lib.SocketSendError, lib.SocketDisconnectError)
 _CLOSED_BY_PEER = "the server or the network closed it"
 # A missed wake-up (a call by another thread that read this thread's packet a moment after it looked at the
-# socket) costs at most this long: a waiter looks again by itself, sooner at first.
+# socket) costs at most this long: a waiter looks again by itself, sooner at first. Where reads are counted
+# exactly none is missed, and a waiter looks again only this often: each look costs a thread's wake-up
+# and a libssh2 call, which made waiting on a minute-long pull cost more CPU than the pull's own output.
 _RECHECK_S = (0.005, 0.5)
+_EXACT_RECHECK_S = (1.0, 1.0)
+# struct tcp_info's tcpi_bytes_received (Linux 4.1 and later)
+_TCP_INFO_RECEIVED = 128
 _OPEN_FAILURE = {
     "administratively prohibited": common.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED,
     "connect failed": common.OPEN_FAILED_CONNECT_FAILED,
@@ -92,6 +103,20 @@ def _wait_fd(fd: int, events: int, timeout: float | None) -> bool:
     return bool(poller.poll(None if timeout is None else max(timeout, 0) * 1000))
 
 
+def _bytes_taken(sock: socket.socket) -> int | None:
+    """Bytes read from the socket so far (received less still queued), or None where the system cannot
+    say."""
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _TCP_INFO_RECEIVED + 8)
+        queued = array.array("i", [0])
+        fcntl.ioctl(sock.fileno(), termios.FIONREAD, queued)
+    except (AttributeError, OSError):
+        return None
+    if len(info) < _TCP_INFO_RECEIVED + 8:
+        return None
+    return int.from_bytes(info[_TCP_INFO_RECEIVED : _TCP_INFO_RECEIVED + 8], sys.byteorder) - queued[0]
+
+
 def _left(deadline: float | None) -> float | None:
     return None if deadline is None else deadline - time.monotonic()
 
@@ -113,6 +138,8 @@ class LibSession:
         weakref.finalize(self, os.close, self._wake)
         self._lost: str | None = None
         self._dropped: list[_LibChannel] = []  # channels let go without close(), closed under the lock
+        self._taken = _bytes_taken(sock)  # None: reads are guessed, not counted
+        self._recheck = _RECHECK_S if self._taken is None else _EXACT_RECHECK_S
 
     # the login: one thread, blocking calls with a deadline
 
@@ -178,7 +205,7 @@ class LibSession:
     def call(self, op: Callable[[], T], deadline: float | None) -> T:
         """`op()` (one libssh2 call on this session) made under the lock until it no longer says EAGAIN;
         TimeoutError at `deadline`, Lost when the connection goes."""
-        pause = _RECHECK_S[0]
+        pause = self._recheck[0]
         while True:
             with self._lock:
                 result = self._attempt(op, deadline)
@@ -189,7 +216,7 @@ class LibSession:
             if left is not None and left <= 0:
                 raise TimeoutError("timed out")
             self._await(seen, pause if left is None else min(pause, left))
-            pause = min(2 * pause, _RECHECK_S[1])
+            pause = min(2 * pause, self._recheck[1])
 
     def request(self, op: Callable[[], T], deadline: float | None) -> T:
         """`call` for a channel open or request, one at a time."""
@@ -212,7 +239,7 @@ class LibSession:
     def _attempt(self, op: Callable[[], T], deadline: float | None) -> T:
         if self._lost is not None:
             raise Lost(self._lost)
-        incoming = _wait_fd(self.sock.fileno(), select.POLLIN, 0)
+        guessed = self._taken is None and _wait_fd(self.sock.fileno(), select.POLLIN, 0)
         try:
             while self._dropped:
                 self._finish(self._dropped.pop().close, deadline)
@@ -220,12 +247,22 @@ class LibSession:
         except _FATAL as e:
             self._lose(_CLOSED_BY_PEER if isinstance(e, _SOCKET) else self.failure())
         finally:
-            if incoming:  # packets for other channels may have been read
+            if guessed or self._read_some():  # packets for other channels may have been read
                 self._round += 1
                 self._changed.notify_all()
                 if self._polling:
                     self._poke()
         return result
+
+    def _read_some(self) -> bool:
+        """The last call read from the socket (counted; called under the lock)."""
+        if self._taken is None:
+            return False
+        taken = _bytes_taken(self.sock)
+        if taken is None or taken == self._taken:
+            return False
+        self._taken = taken
+        return True
 
     def _finish(self, op: Callable[[], T], deadline: float | None) -> T:
         result = op()
