@@ -210,7 +210,9 @@ class HostDir:
             [
                 "sh",
                 "-c",
-                f'for f in {BACKUP}/*{SUFFIX}; do [ -f "$f" ] && stat -c "%s %Y %n" "$f"; done; true',
+                # A file pruned between the glob and its stat is skipped: stat's complaint is no row.
+                f'for f in {BACKUP}/*{SUFFIX}; do [ -f "$f" ] && stat -c "%s %Y %n" "$f" 2>/dev/null; '
+                "done; true",
             ],
         )
         found = []
