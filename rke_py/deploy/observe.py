@@ -59,10 +59,12 @@ def _docker_facts(host: HostConnection, registry: tuple[Component, ...]) -> Host
 
 def _facts_script(paths: list[str], prefix: str) -> str:
     hashes = f"sha256sum -- {' '.join(shlex.quote(p) for p in paths)} 2>/dev/null" if paths else "true"
+    # Gathered, then written at once: each program's own write is an SSH packet for rke-py to wait for.
     return (
-        f"{hashes}; echo '--- ports'; cat /proc/net/tcp /proc/net/tcp6 2>/dev/null; "
+        f"out=$({hashes}; echo '--- ports'; cat /proc/net/tcp /proc/net/tcp6 2>/dev/null; "
         f"echo '--- df'; df -Pk {shlex.quote(prefix)} | tail -n 1; echo '--- clock'; date +%s; "
         "echo '--- hostname'; cat /proc/sys/kernel/hostname"  # the name Docker and the kubelet go by
+        "); printf '%s\\n' \"$out\""
     )
 
 

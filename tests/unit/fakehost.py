@@ -207,7 +207,7 @@ class FakeHost:
             dirs = shlex.split(cmd.split("rm -rf ", 1)[1])
             self.files = {p: f for p, f in self.files.items() if not any(p.startswith(d + "/") for d in dirs)}
             return Completed(0, b"", b"")
-        words = shlex.split(cmd.split(";")[0])
+        words = shlex.split(cmd.removeprefix("out=$(").split(";")[0])  # the script gathers its output
         hashes = self.file_hashes(words[2:] if words[:2] == ["sha256sum", "--"] else [])
         out = "".join(f"{h}  {p}\n" for p, h in hashes.items() if h)
         out += "--- ports\n--- df\n/dev/vda 263174212 23000000 209000000 10% /\n"
