@@ -170,20 +170,24 @@ class TLSSessions:
     the client a key exchange, the parse of the server's certificates and, for a client identity, a
     signature; a resumed TLS 1.3 session costs the key exchange alone. A server that restarted, or
     another one behind a proxy, refuses the ticket and the handshake is a full one. Kept per context, so
-    a session is resumed only with the client identity and the trust it was made with."""
+    a session is resumed only with the client identity and the trust it was made with. What is kept is
+    the connection's TLS object, asked for its session only when one is resumed: taking the session out
+    costs a tenth of a handshake, and a run that probes each server once (a no-op) resumes none."""
 
     def __init__(self) -> None:
-        self._kept: dict[tuple[ssl.SSLContext, str, int], ssl.SSLSession] = {}
+        self._kept: dict[tuple[ssl.SSLContext, str, int], ssl.SSLObject] = {}
         self._lock = threading.Lock()
 
     def get(self, ctx: ssl.SSLContext, host: str, port: int) -> ssl.SSLSession | None:
         with self._lock:
-            return self._kept.get((ctx, host, port))
+            last = self._kept.get((ctx, host, port))
+        session = last.session if last is not None else None
+        return session if session is not None and session.has_ticket else None
 
-    def keep(self, ctx: ssl.SSLContext, host: str, port: int, session: ssl.SSLSession | None) -> None:
-        if session is not None and session.has_ticket:
-            with self._lock:
-                self._kept[ctx, host, port] = session
+    def keep(self, ctx: ssl.SSLContext, host: str, port: int, tls: ssl.SSLObject) -> None:
+        """After an answer was read over `tls` (TLS 1.3 servers send their tickets after the handshake)."""
+        with self._lock:
+            self._kept[ctx, host, port] = tls
 
 
 class _TLSChannel:
@@ -201,10 +205,9 @@ class _TLSChannel:
         self._pump(self._tls.do_handshake)
 
     @property
-    def session(self) -> ssl.SSLSession | None:
-        """What to resume the next connection with: complete once an answer was read (TLS 1.3 servers send
-        their tickets after the handshake)."""
-        return self._tls.session
+    def tls(self) -> ssl.SSLObject:
+        """The TLS state, for `TLSSessions.keep`."""
+        return self._tls
 
     @property
     def resumed(self) -> bool:
@@ -370,7 +373,7 @@ class HTTPConnection:
         self.reusable = keep and self._http.sock is not None and not response.will_close
         if self._resume is not None and self._tls is not None:
             context, host, port = self._server
-            self._resume.keep(cast(ssl.SSLContext, context), host, port, self._tls.session)
+            self._resume.keep(cast(ssl.SSLContext, context), host, port, self._tls.tls)
         return answer
 
     @property
