@@ -133,7 +133,8 @@ class LibSession:
         self._requests = threading.Lock()  # one channel open or request at a time (see the module's doc)
         self._changed = threading.Condition(self._lock)
         self._round = 0  # moves when a call read from the socket: waiters look at their channel again
-        self._polling = False  # a thread waits on the socket for everyone
+        self._poller: int | None = None  # the thread that waits on the socket for everyone
+        self._callers = 0  # threads in `call`: with one, no other waits for what its reads bring
         self._wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         weakref.finalize(self, os.close, self._wake)
         self._lost: str | None = None
@@ -202,21 +203,34 @@ class LibSession:
         """A channel let go without close(): freeing it sends, so that waits for the lock (`_attempt`)."""
         self._dropped.append(chan)
 
-    def call(self, op: Callable[[], T], deadline: float | None) -> T:
+    def call(self, op: Callable[[], T], deadline: float | None, ready: Callable[[], bool] | None = None) -> T:
         """`op()` (one libssh2 call on this session) made under the lock until it no longer says EAGAIN;
-        TimeoutError at `deadline`, Lost when the connection goes."""
+        TimeoutError at `deadline`, Lost when the connection goes. `ready` (asked under the lock): whether
+        what `op` waits for may have come, so that a packet read for one channel does not send every
+        other channel's reader back to libssh2 for nothing (a host's probes wait side by side)."""
         pause = self._recheck[0]
-        while True:
+        polling = entered = False
+        try:
+            while True:
+                with self._lock:
+                    if not entered:
+                        self._callers += 1
+                        entered = True
+                    result = self._attempt(op, deadline)
+                    if _code(result) != LIBSSH2_ERROR_EAGAIN:
+                        return result
+                    seen = self._round
+                left = _left(deadline)
+                if left is not None and left <= 0:
+                    raise TimeoutError("timed out")
+                polling = self._await(seen, pause if left is None else min(pause, left), ready, polling)
+                pause = min(2 * pause, self._recheck[1])
+        finally:
             with self._lock:
-                result = self._attempt(op, deadline)
-                if _code(result) != LIBSSH2_ERROR_EAGAIN:
-                    return result
-                seen = self._round
-            left = _left(deadline)
-            if left is not None and left <= 0:
-                raise TimeoutError("timed out")
-            self._await(seen, pause if left is None else min(pause, left))
-            pause = min(2 * pause, self._recheck[1])
+                self._callers -= entered
+                if polling:  # someone else waits on the socket now
+                    self._poller = None
+                    self._changed.notify_all()
 
     def request(self, op: Callable[[], T], deadline: float | None) -> T:
         """`call` for a channel open or request, one at a time."""
@@ -247,10 +261,12 @@ class LibSession:
         except _FATAL as e:
             self._lose(_CLOSED_BY_PEER if isinstance(e, _SOCKET) else self.failure())
         finally:
-            if guessed or self._read_some():  # packets for other channels may have been read
+            # Packets for other channels may have been read; with no other call under way, nobody
+            # waits to hear it (nor is the socket asked: two system calls, each a turn of the GIL).
+            if guessed or (self._callers > 1 and self._read_some()):
                 self._round += 1
                 self._changed.notify_all()
-                if self._polling:
+                if self._poller not in (None, threading.get_ident()):  # it did not read this
                     self._poke()
         return result
 
@@ -290,27 +306,30 @@ class LibSession:
         with contextlib.suppress(OSError):
             os.eventfd_write(self._wake, 1)
 
-    def _await(self, seen: int, timeout: float) -> None:
-        """Until something came for any channel, or `timeout`: one thread waits on the socket, the others
-        on it."""
-        with self._lock:
-            if self._round != seen or self._lost is not None:
-                return
-            if self._polling:
-                self._changed.wait(timeout)
-                return
-            self._polling = True
-        try:
-            poller = select.poll()
-            poller.register(self.sock.fileno(), select.POLLIN)
-            poller.register(self._wake, select.POLLIN)
-            if any(fd == self._wake for fd, _ in poller.poll(timeout * 1000)):
-                with contextlib.suppress(OSError):
-                    os.eventfd_read(self._wake)
-        finally:
+    def _await(self, seen: int, timeout: float, ready: Callable[[], bool] | None, polling: bool) -> bool:
+        """Until something came that the caller may want, or `timeout`. One thread waits on the socket
+        (and stays the one until its call ends, so the others are not all woken to hand the role over);
+        the others wait for a call that read it. Returns whether this thread waits on the socket."""
+        if not polling:
+            end = time.monotonic() + timeout
             with self._lock:
-                self._polling = False
-                self._changed.notify_all()
+                while True:
+                    if self._lost is not None or (self._round != seen and (ready is None or ready())):
+                        return False
+                    if self._poller is None:
+                        self._poller = threading.get_ident()
+                        break
+                    left = end - time.monotonic()
+                    if left <= 0:
+                        return False
+                    self._changed.wait(left)
+        poller = select.poll()
+        poller.register(self.sock.fileno(), select.POLLIN)
+        poller.register(self._wake, select.POLLIN)
+        if any(fd == self._wake for fd, _ in poller.poll(timeout * 1000)):
+            with contextlib.suppress(OSError):
+                os.eventfd_read(self._wake)
+        return True
 
     # channels
 
@@ -423,7 +442,14 @@ class LibChannel:
         timeout = self._timeout if timeout == -1.0 else timeout
         return None if timeout is None else time.monotonic() + timeout
 
-    def _call(self, op: Callable[[_LibChannel], T], deadline: float | None, *, request: bool = False) -> T:
+    def _call(
+        self,
+        op: Callable[[_LibChannel], T],
+        deadline: float | None,
+        *,
+        request: bool = False,
+        ready: Callable[[], bool] | None = None,
+    ) -> T:
         """`op(channel)`, unless this side closed the channel: sshd drops the whole connection for a
         message naming a channel it has freed."""
 
@@ -435,7 +461,7 @@ class LibChannel:
         try:
             if request:
                 return self._session.request(guarded, deadline)
-            return self._session.call(guarded, deadline)
+            return self._session.call(guarded, deadline, ready)
         except lib.SSH2Error:
             raise OSError(f"SSH channel: {self._session.failure()}") from None
 
@@ -497,9 +523,14 @@ class LibChannel:
             return LIBSSH2_ERROR_EAGAIN
 
         try:
-            self._call(read, deadline)
+            self._call(read, deadline, ready=self._readable)
         except Lost:  # as paramiko has it: the channel ends, without an exit status
             self._eof = self._cut = True
+
+    def _readable(self) -> bool:
+        """libssh2 holds output or the end for this channel (asked under the session's lock; no I/O)."""
+        c = self._chan
+        return c is None or bool(c.poll_channel_read(1)) or bool(c.eof())
 
     def _ready(self) -> None:
         """What has come already, without waiting."""

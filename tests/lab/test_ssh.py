@@ -541,6 +541,27 @@ def test_quick_commands_side_by_side_keep_the_connection(conn):
     assert not failed and conn.transport.is_active() and conn.redials == 0, failed
 
 
+def test_output_in_pieces_side_by_side_arrives_whole_on_each_channel(conn):
+    """Several commands on one connection, each writing line by line: each waiting reader is woken only
+    for its own channel's output, and none may lose or take another's."""
+    script = "for i in $(seq 40); do echo {tag}-$i; sleep 0.01; done; echo {tag}-err >&2"
+    answers: dict[int, object] = {}
+
+    def work(tag: int) -> None:
+        answers[tag] = conn.run(script.format(tag=tag), timeout=60)
+
+    threads = [threading.Thread(target=work, args=(tag,)) for tag in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    for tag in range(6):
+        done = answers[tag]
+        assert done.stdout == "".join(f"{tag}-{i}\n" for i in range(1, 41)).encode(), tag
+        assert done.stderr == f"{tag}-err\n".encode() and done.rc == 0
+    assert conn.transport.is_active() and conn.redials == 0
+
+
 def test_a_channel_open_that_timed_out_costs_a_login_not_the_next_channel(conn):
     """sshd answers a tunnel's open only once its connect ends: to a port whose backlog is full that takes
     long, and the open times out. libssh2 keeps that open's progress in the session and would hand its
