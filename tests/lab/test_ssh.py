@@ -542,8 +542,8 @@ def test_quick_commands_side_by_side_keep_the_connection(conn):
 
 
 def test_output_in_pieces_side_by_side_arrives_whole_on_each_channel(conn):
-    """Several commands on one connection, each writing line by line: each waiting reader is woken only
-    for its own channel's output, and none may lose or take another's."""
+    """Several commands on one connection, each writing line by line while the others wait: a reader that
+    sleeps until its own channel has data must still get all of it, and none another's."""
     script = "for i in $(seq 40); do echo {tag}-$i; sleep 0.01; done; echo {tag}-err >&2"
     answers: dict[int, object] = {}
 
