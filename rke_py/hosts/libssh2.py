@@ -554,6 +554,14 @@ class LibChannel:
         with contextlib.suppress(TimeoutError):
             self._fill(time.monotonic() + timeout)
 
+    def take(self) -> tuple[bytes, bytes]:
+        """The stdout and stderr read so far, without asking libssh2 again: a reader that has just waited
+        (`wait_readable`) has what came, and another look for each stream is one more call a packet."""
+        out, err = bytes(self._out), bytes(self._err)
+        self._out.clear()
+        self._err.clear()
+        return out, err
+
     def recv(self, n: int) -> bytes:
         deadline = self._deadline()
         while not self._out and not self._eof:

@@ -674,15 +674,17 @@ def _collect(chan: channels.Channel, timeout: float, on_timeout, idle: bool = Fa
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise on_timeout()
+        heard = len(out) + len(err)
         if isinstance(chan, LibChannel):
             chan.wait_readable(remaining)
+            for into, got in zip((out, err), chan.take(), strict=True):
+                into += [got] if got else []
         else:
             select.select([chan], [], [], remaining)
-        heard = len(out) + len(err)
-        while chan.recv_stderr_ready():
-            err.append(chan.recv_stderr(65536))
-        if chan.recv_ready():
-            out.append(chan.recv(65536))
+            while chan.recv_stderr_ready():
+                err.append(chan.recv_stderr(65536))
+            if chan.recv_ready():
+                out.append(chan.recv(65536))
         if len(out) + len(err) > heard:
             if idle:
                 deadline = time.monotonic() + timeout

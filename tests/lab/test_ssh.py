@@ -245,6 +245,17 @@ def test_a_command_that_keeps_talking_outlives_an_idle_timeout_and_a_silent_one_
         conn.run("echo started; sleep 6", timeout=2, idle=True)
 
 
+def test_a_long_command_read_in_bursts_loses_none_of_its_output(conn):
+    """A command whose output comes in many small pieces on both streams, as a pull's does (a line per
+    layer and step): each wait takes what came on both, and all of each stream arrives in order, with the
+    exit status."""
+    script = "for i in $(seq 300); do echo out-$i; echo err-$i >&2; done; sleep 0.3; echo last; exit 4"
+    done = conn.run(script, timeout=5, idle=True)
+    assert done.stdout == "".join(f"out-{i}\n" for i in range(1, 301)).encode() + b"last\n"
+    assert done.stderr == "".join(f"err-{i}\n" for i in range(1, 301)).encode()
+    assert done.rc == 4
+
+
 def test_closing_a_connection_ends_its_reader_thread_at_once(tunnelled):
     """paramiko's reader sleeps in recv between packets: a run that closes its connections must not leave a
     thread (and a socket) behind per host."""
