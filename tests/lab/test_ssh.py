@@ -245,7 +245,7 @@ def test_a_command_that_keeps_talking_outlives_an_idle_timeout_and_a_silent_one_
         conn.run("echo started; sleep 6", timeout=2, idle=True)
 
 
-def test_a_long_command_read_in_bursts_loses_none_of_its_output(conn):
+def test_a_command_talking_on_both_streams_loses_none_of_its_output(conn):
     """A command whose output comes in many small pieces on both streams, as a pull's does (a line per
     layer and step): each wait takes what came on both, and all of each stream arrives in order, with the
     exit status."""
