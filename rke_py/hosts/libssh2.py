@@ -557,10 +557,7 @@ class LibChannel:
     def take(self) -> tuple[bytes, bytes]:
         """The stdout and stderr read so far, without asking libssh2 again: a reader that has just waited
         (`wait_readable`) has what came, and another look for each stream is one more call a packet."""
-        out, err = bytes(self._out), bytes(self._err)
-        self._out.clear()
-        self._err.clear()
-        return out, err
+        return self._take(self._out, len(self._out)), self._take(self._err, len(self._err))
 
     def recv(self, n: int) -> bytes:
         deadline = self._deadline()
