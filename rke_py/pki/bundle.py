@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from cryptography import x509
 
 from rke_py.config.schema import ClusterConfig, Node
-from rke_py.pki.certs import CertificateError, CertKeyPair, IPAddress, make_ca, make_signed
+from rke_py.pki.certs import CertificateError, CertKeyPair, IPAddress, keys_ahead, make_ca, make_signed
 
 Bundle = dict[str, CertKeyPair]
 
@@ -203,6 +203,18 @@ def build_bundle(config: ClusterConfig, previous: Bundle | None = None) -> Bundl
     """RKE's certificate set for `config`, reusing `previous` (the state's bundle) wherever it still fits."""
     previous = dict(previous or {})
     bundle: Bundle = dict(previous)
+    etcd_hosts = [] if config.services.etcd.external_urls else config.hosts("etcd")
+    kubelet_hosts = config.nodes if config.services.kubelet.generate_serving_certificate else []
+    made = [CA, REQUESTHEADER_CA, KUBE_APISERVER, *CLIENTS, PROXY_CLIENT, *map(etcd_cert_name, etcd_hosts)]
+    made += [cert_name_for_host(n, KUBELET_PREFIX) for n in kubelet_hosts]
+    with keys_ahead(sum(name not in bundle for name in made)):  # each one missing takes a new key
+        _fill(config, bundle, previous, etcd_hosts, kubelet_hosts)
+    return bundle
+
+
+def _fill(
+    config: ClusterConfig, bundle: Bundle, previous: Bundle, etcd_hosts: list[Node], kubelet_hosts: list[Node]
+) -> None:
     if CA in bundle:
         _check_ca(bundle[CA])
     elif bundle:
@@ -223,7 +235,6 @@ def build_bundle(config: ClusterConfig, previous: Bundle | None = None) -> Bundl
     if PROXY_CLIENT not in bundle:
         bundle[PROXY_CLIENT] = make_signed(PROXY_CLIENT, bundle[REQUESTHEADER_CA], PROXY_CLIENT, server=True)
 
-    etcd_hosts = [] if config.services.etcd.external_urls else config.hosts("etcd")
     _drop_unused(bundle, lambda n: n.startswith(ETCD_PREFIX + "-"), {etcd_cert_name(n) for n in etcd_hosts})
     sans = etcd_sans(config)
     for node in etcd_hosts:
@@ -231,13 +242,11 @@ def build_bundle(config: ClusterConfig, previous: Bundle | None = None) -> Bundl
     if config.services.etcd.external_urls:
         bundle.update(_external_etcd(config))
 
-    kubelet_hosts = config.nodes if config.services.kubelet.generate_serving_certificate else []
     wanted = {cert_name_for_host(n, KUBELET_PREFIX) for n in kubelet_hosts}
     _drop_unused(bundle, lambda n: n.startswith(KUBELET_PREFIX + "-"), wanted)
     for node in kubelet_hosts:
         name = cert_name_for_host(node, KUBELET_PREFIX)
         _ensure_server(bundle, name, ca, name, host_sans(node))
-    return bundle
 
 
 # What `--service NAME` re-issues (RKE's `RotateRKECertificates`): the certificates each component presents.
@@ -279,7 +288,8 @@ def rotate(
 
     kept = {name: pair for name, pair in bundle.items() if not rotated(name)}
     if ca:
-        kept[CA], kept[REQUESTHEADER_CA] = make_ca(CA), make_ca(REQUESTHEADER_CA)
+        with keys_ahead(2):
+            kept[CA], kept[REQUESTHEADER_CA] = make_ca(CA), make_ca(REQUESTHEADER_CA)
     service_account = bundle.get(SERVICE_ACCOUNT)
     if service_account is not None and SERVICE_ACCOUNT not in kept:
         common_name, _ = CLIENTS[SERVICE_ACCOUNT]

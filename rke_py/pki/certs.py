@@ -9,7 +9,12 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
+import os
 import secrets
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import cached_property
 from typing import cast
@@ -117,8 +122,38 @@ def _name_attr(cert: x509.Certificate, oid: x509.ObjectIdentifier) -> str:
     return str(attrs[0].value) if attrs else ""
 
 
-def new_key() -> rsa.RSAPrivateKey:
+# Keys being made ahead by `keys_ahead`, for `new_key` to hand out in order.
+_ahead: ContextVar[list[Future[rsa.RSAPrivateKey]] | None] = ContextVar("keys_ahead", default=None)
+
+
+def _generate() -> rsa.RSAPrivateKey:
     return rsa.generate_private_key(public_exponent=65537, key_size=KEY_BITS)
+
+
+def new_key() -> rsa.RSAPrivateKey:
+    """A new key: one `keys_ahead` made, while there are any, else made now."""
+    ahead = _ahead.get()
+    return ahead.pop(0).result() if ahead else _generate()
+
+
+@contextmanager
+def keys_ahead(count: int) -> Iterator[None]:
+    """Make the next `count` keys `new_key` hands out on every core, while the caller signs with the first
+    ones. A new cluster needs a dozen keys, most of its certificates' CPU; OpenSSL makes them without
+    holding the GIL, so the cores share the wait. Keys not asked for are dropped."""
+    workers = min(count, os.cpu_count() or 1)
+    if workers < 2:
+        yield
+        return
+    with ThreadPoolExecutor(workers, thread_name_prefix="rke-py-keys") as pool:
+        ahead = [pool.submit(_generate) for _ in range(count)]
+        token = _ahead.set(ahead)
+        try:
+            yield
+        finally:
+            _ahead.reset(token)
+            for left in ahead:
+                left.cancel()
 
 
 def key_to_pem(key: rsa.RSAPrivateKey) -> str:

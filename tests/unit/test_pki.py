@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
+import threading
 from dataclasses import replace
 
 import pytest
@@ -11,7 +12,7 @@ from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from rke_py.config.schema import ClusterConfig, Node
-from rke_py.pki import CertificateError, build_bundle, etcd_cert_name
+from rke_py.pki import CertificateError, build_bundle, certs, etcd_cert_name
 from rke_py.pki.bundle import kubernetes_service_ips
 from rke_py.pki.certs import make_ca, make_signed
 
@@ -324,3 +325,25 @@ def test_external_etcd_uses_the_given_client_certificate(config, bundle):
     assert after["kube-etcd-client"].key_pem == client.key_pem
     assert after["kube-etcd-client-ca"].common_name == "etcd-ca"
     assert after["kube-etcd-client-ca"].key_pem == ""
+
+
+def test_a_new_clusters_keys_are_made_ahead_one_each_and_a_kept_state_makes_none(config, monkeypatch):
+    """Every key a new bundle needs comes from the threads that make them ahead (none wasted, none made
+    while signing), each certificate its own; rebuilding from the state makes no key at all."""
+    made: list[str] = []
+    generate = certs._generate
+
+    def recorded():
+        made.append(threading.current_thread().name)
+        return generate()
+
+    monkeypatch.setattr(certs, "_generate", recorded)
+    monkeypatch.setattr(certs.os, "cpu_count", lambda: 2)
+    fresh = build_bundle(config)
+    assert len(made) == len(fresh) == 13
+    assert all(name.startswith("rke-py-keys") for name in made)
+    spki = {p.x509.public_key().public_numbers().n for p in fresh.values()}
+    assert len(spki) == len(fresh)
+    made.clear()
+    assert build_bundle(config, fresh) == fresh
+    assert made == []
