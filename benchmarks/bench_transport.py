@@ -5,11 +5,11 @@ rendering), apart from what any run costs once.
 
 Rows `{hosts, operation, wall_s, cpu_s, cpu_ms_per_host, load}` for a fresh `up`, a no-op `up`, `plan`
 and `status` (cpu_s: user+sys of the rke-py process; cpu_ms_per_host: the slope, on the rows of the
-larger size; load: the 1-minute load average the operation started at). Both labs run at once. The fresh
-`up` runs once on each; the others `--runs` times each (medians), the two sizes in turn, once the machine
-settled: the hosts' components go on starting long after a fresh `up` of many hosts, and on a machine
-that busy the CPU a run spends grows with the load, which made slopes between a quiet and a loaded size
-swing by 20 ms a host. `--profile`
+larger size; load: the 1-minute load average the operation started at). Both labs run at once. Each
+operation runs `--runs` times (medians; the fresh `up` on new labs each time), the two sizes in turn,
+once the machine settled: the hosts' components go on starting long after a fresh `up` of many hosts,
+and on a machine that busy the CPU a run spends grows with the load, which made slopes between a quiet
+and a loaded size swing by 20 ms a host. `--profile`
 builds one more lab of the smaller size and runs each operation there under yappi (CPU clock, every
 thread, C functions included), then prints where the CPU went by kind and the requests each host was
 asked (SSH logins, commands, file batches, Docker requests, channels, probes, TLS handshakes, SSH
@@ -142,19 +142,27 @@ def _row(hosts: int, operation: str, timed: list[Any], load: float) -> dict[str,
 
 
 def measure(sizes: tuple[int, int], runs: int) -> list[dict[str, object]]:
-    """Both labs up at once: each size's fresh `up` once, then each other operation `runs` times on the
-    two sizes in turn, after the machine settled (medians). Measured one size after the other, the two
-    sizes met different loads (the larger lab's components still starting), and the slope between them
-    moved with the load more than with the code: 8 and 26 ms a host in two runs of the same code. In
-    turn, both meet the same load. `load`: the 1-minute load average the operation started at."""
+    """Both labs up at once; every operation `runs` times on the two sizes in turn, each after the machine
+    settled (medians). Measured one size after the other, the two sizes met different loads (the larger
+    lab's components still starting), and the slope between them moved with the load more than with the
+    code: 8 and 26 ms a host in two runs of the same code. In turn, both meet the same load. A fresh `up`
+    runs on new labs each time, so its hosts pull their images every time as a new cluster's do; a new
+    cluster's keys alone move its CPU by some 0.3 s from run to run. `load`: the 1-minute load average
+    the operation (its first run) started at."""
     labs: dict[int, str] = {}
     rows: list[dict[str, object]] = []
     try:
-        for hosts in sizes:
-            labs[hosts] = lab(hosts, f"transport{hosts}")
-        for hosts in sizes:
-            load = os.getloadavg()[0]
-            rows.append(_row(hosts, "up", [rke_py("up", "--config", labs[hosts])], load))
+        fresh: dict[int, list[Any]] = {hosts: [] for hosts in sizes}
+        loads: dict[int, float] = {}
+        for _ in range(runs):
+            for hosts in labs:
+                rke_py("lab", "down", "--name", f"transport{hosts}")
+            for hosts in sizes:
+                labs[hosts] = lab(hosts, f"transport{hosts}")
+            for hosts in sizes:
+                loads.setdefault(hosts, settle())
+                fresh[hosts].append(rke_py("up", "--config", labs[hosts]))
+        rows += [_row(hosts, "up", fresh[hosts], loads[hosts]) for hosts in sizes]
         for operation, command in OPERATIONS.items():
             if operation == "up":
                 continue
@@ -276,7 +284,7 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="where the CPU goes, at the smaller size")
     parser.add_argument("--operations", action="store_true", help="CPU per request, at the smaller size")
     parser.add_argument("--repeat", type=int, default=5, help="rounds of each request per host")
-    parser.add_argument("--runs", type=int, default=3, help="runs of each operation but the fresh up")
+    parser.add_argument("--runs", type=int, default=3, help="runs of each operation")
     parser.add_argument("--profiled", action="store_true", help=argparse.SUPPRESS)  # a child: one command
     args, rest = parser.parse_known_args()
     if args.profiled:
