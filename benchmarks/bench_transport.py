@@ -3,9 +3,10 @@ sizes, the same layout as `bench_scale.py --controlplanes 3 --no-addons`. The sl
 what each further host costs rke-py (SSH login and key exchange, ciphers, TLS, Docker API framing, YAML,
 rendering), apart from what any run costs once.
 
-Rows `{hosts, operation, wall_s, cpu_s, cpu_ms_per_host, load}` for a fresh `up`, a no-op `up`, `plan`
-and `status` (cpu_s: user+sys of the rke-py process; cpu_ms_per_host: the slope, on the rows of the
-larger size; load: the 1-minute load average the operation started at). Both labs run at once. Each
+Rows `{hosts, operation, wall_s, cpu_s, cpu_ms_per_host, load, cpu_runs}` for a fresh `up`, a no-op
+`up`, `plan` and `status` (cpu_s: user+sys of the rke-py process, the median of cpu_runs, every run's;
+cpu_ms_per_host: the slope, on the rows of the larger size; load: the 1-minute load average the operation
+started at). Both labs run at once. Each
 operation runs `--runs` times (medians; the fresh `up` on new labs each time), the two sizes in turn,
 once the machine settled: the hosts' components go on starting long after a fresh `up` of many hosts,
 and on a machine that busy the CPU a run spends grows with the load, which made slopes between a quiet
@@ -138,6 +139,7 @@ def _row(hosts: int, operation: str, timed: list[Any], load: float) -> dict[str,
         "cpu_s": round(statistics.median(t.cpu for t in timed), 2),
         "cpu_ms_per_host": None,
         "load": round(load, 1),
+        "cpu_runs": [round(t.cpu, 2) for t in timed],
     }
 
 
