@@ -282,7 +282,7 @@ def remove_if_unused(client: docker.DockerClient, purge: bool, progress: Progres
             progress("removing the lab registry")
             container.remove(force=True)
         for network in client.networks.list(filters={"label": f"{LABEL_ROLE}=registry"}):
-            network.remove()
+            subnets.remove_network(network)
         if purge:
             for volume in client.volumes.list(filters={"label": f"{LABEL_ROLE}=registry"}):
                 volume.remove(force=True)

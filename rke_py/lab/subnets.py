@@ -1,4 +1,5 @@
-"""Choosing lab subnets that collide with nothing: not this machine's routes, not other Docker networks.
+"""Lab networks: subnets that collide with nothing (not this machine's routes, not other Docker networks),
+and their removal.
 
 Every network the lab creates names its subnet, so Docker never picks one from its default pools that
 would later overlap a lab's /24.
@@ -6,7 +7,9 @@ would later overlap a lab's /24.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
+import time
 from typing import Any
 
 import docker
@@ -44,3 +47,29 @@ def free_subnet(client: docker.DockerClient, second_octet: int, start: int) -> i
 
 def ipam(subnet: ipaddress.IPv4Network) -> IPAMConfig:
     return IPAMConfig(pool_configs=[IPAMPool(subnet=str(subnet), gateway=str(subnet.network_address + 1))])
+
+
+def remove_network(network: Any, patience: float = 30, pause: float = 1) -> None:
+    """Remove a lab network once Docker lets go of it. Docker frees a removed container's endpoint a moment
+    after the removal returns, and refuses to remove a network that still has one ("has active
+    endpoints"): what is left is disconnected and the removal asked again, for up to `patience` seconds.
+    Docker 20.10 can also keep counting an endpoint that no container holds (seen once, after 48 hosts
+    were removed at once); only a restart of dockerd clears that, which the LabError says."""
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            network.remove()
+            return
+        except docker.errors.APIError as e:
+            if "active endpoints" not in str(e):
+                raise
+            if time.monotonic() > deadline:
+                raise LabError(
+                    f"Docker still counts an endpoint on network {network.name} though no container is "
+                    "attached to it (a Docker bug); restart dockerd, then run `rke-py lab down` again"
+                ) from None
+        network.reload()
+        for endpoint in network.attrs.get("Containers") or {}:
+            with contextlib.suppress(docker.errors.APIError):  # gone meanwhile
+                network.disconnect(endpoint, force=True)
+        time.sleep(pause)

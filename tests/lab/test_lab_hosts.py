@@ -211,6 +211,32 @@ def test_lab_down_leaves_nothing_behind(new_lab_name: str, tmp_path) -> None:
     assert not directory.exists()
 
 
+def test_lab_down_disconnects_what_is_left_on_its_network_and_removes_it(new_lab_name: str, tmp_path) -> None:
+    """Docker lets go of a removed host's endpoint a moment late; `down` found its network "has active
+    endpoints" and failed there, leaving volumes and state behind. A container still attached stands for
+    that here: `down` disconnects it and removes everything."""
+    directory = tmp_path / "lab"
+    runner = CliRunner()
+    lab_dir = ["--name", new_lab_name, "--dir", str(directory)]
+    result = runner.invoke(cli, ["lab", "up", "--nodes", "1", *lab_dir])
+    assert result.exit_code == 0, result.output
+    client = docker.from_env()
+    ours = {"label": f"{LABEL}={new_lab_name}"}
+    (network,) = client.networks.list(filters=ours)
+    pause = Lab.load(directory).images["pause"]
+    stray = client.containers.run(pause, detach=True, network=network.name, name=f"{new_lab_name}-stray")
+    try:
+        result = runner.invoke(cli, ["lab", "down", *lab_dir])
+        assert result.exit_code == 0, result.output
+        assert client.networks.list(filters=ours) == []
+        assert client.volumes.list(filters=ours) == []
+        assert not directory.exists()
+        stray.reload()
+        assert stray.attrs["NetworkSettings"]["Networks"] == {}
+    finally:
+        stray.remove(force=True)
+
+
 def blocked_on_lock(pid: int) -> bool:
     """Whether process `pid` waits for a file lock (a `->` line of /proc/locks)."""
     with open("/proc/locks") as locks:
