@@ -6,11 +6,11 @@ rendering), apart from what any run costs once.
 Rows `{hosts, operation, wall_s, cpu_s, cpu_ms_per_host, load, cpu_runs}` for a fresh `up`, a no-op
 `up`, `plan` and `status` (cpu_s: user+sys of the rke-py process, the median of cpu_runs, every run's;
 cpu_ms_per_host: the slope, on the rows of the larger size; load: the 1-minute load average the operation
-started at). Both labs run at once. Each
-operation runs `--runs` times (medians; the fresh `up` on new labs each time), the two sizes in turn,
-once the machine settled: the hosts' components go on starting long after a fresh `up` of many hosts,
-and on a machine that busy the CPU a run spends grows with the load, which made slopes between a quiet
-and a loaded size swing by 20 ms a host. `--profile`
+started at). Both labs run at once. Each operation runs `--runs` times (medians; before each fresh `up`
+but the first, `remove` and the hosts' images dropped), the two sizes in turn, once the machine settled:
+the hosts' components go on starting long after a fresh `up` of many hosts, and on a machine that busy
+the CPU a run spends grows with the load, which made slopes between a quiet and a loaded size
+swing by 20 ms a host. `--profile`
 builds one more lab of the smaller size and runs each operation there under yappi (CPU clock, every
 thread, C functions included), then prints where the CPU went by kind and the requests each host was
 asked (SSH logins, commands, file batches, Docker requests, channels, probes, TLS handshakes, SSH
@@ -35,6 +35,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, cast
 
@@ -131,6 +132,24 @@ def settle(patience: float = 300, every: float = 15) -> float:
     return load
 
 
+def start_over(name: str, cluster_yml: str) -> None:
+    """The cluster removed and every image dropped from lab `name`'s hosts: the next `up` is a new
+    cluster's, whose hosts pull their images. (Making new labs instead made Docker remove and create 72
+    hosts on one network each time; once it kept counting an endpoint on a removed one's network.)"""
+    import docker
+
+    from rke_py.lab.state import LABEL
+
+    rke_py("remove", "--force", "--config", cluster_yml)
+    hosts = docker.from_env().containers.list(filters={"label": f"{LABEL}={name}"})
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        for done in pool.map(
+            lambda host: host.exec_run(["docker", "image", "prune", "--all", "--force"]), hosts
+        ):
+            if done.exit_code != 0:
+                sys.exit(f"dropping the images of {name}'s hosts failed: {done.output.decode()[-2000:]}")
+
+
 def _row(hosts: int, operation: str, timed: list[Any], load: float) -> dict[str, object]:
     return {
         "hosts": hosts,
@@ -147,21 +166,21 @@ def measure(sizes: tuple[int, int], runs: int) -> list[dict[str, object]]:
     """Both labs up at once; every operation `runs` times on the two sizes in turn, each after the machine
     settled (medians). Measured one size after the other, the two sizes met different loads (the larger
     lab's components still starting), and the slope between them moved with the load more than with the
-    code: 8 and 26 ms a host in two runs of the same code. In turn, both meet the same load. A fresh `up`
-    runs on new labs each time, so its hosts pull their images every time as a new cluster's do; a new
-    cluster's keys alone move its CPU by some 0.3 s from run to run. `load`: the 1-minute load average
-    the operation (its first run) started at."""
+    code: 8 and 26 ms a host in two runs of the same code. In turn, both meet the same load. Before each
+    fresh `up` but the first the cluster is removed and the hosts' images dropped, so its hosts pull
+    them every time as a new cluster's do; a new cluster's keys alone move its CPU by some 0.3 s from run
+    to run. `load`: the 1-minute load average the operation (its first run) started at."""
     labs: dict[int, str] = {}
     rows: list[dict[str, object]] = []
     try:
         fresh: dict[int, list[Any]] = {hosts: [] for hosts in sizes}
         loads: dict[int, float] = {}
-        for _ in range(runs):
-            for hosts in labs:
-                rke_py("lab", "down", "--name", f"transport{hosts}")
+        for hosts in sizes:
+            labs[hosts] = lab(hosts, f"transport{hosts}")
+        for run in range(runs):
             for hosts in sizes:
-                labs[hosts] = lab(hosts, f"transport{hosts}")
-            for hosts in sizes:
+                if run:
+                    start_over(f"transport{hosts}", labs[hosts])
                 loads.setdefault(hosts, settle())
                 fresh[hosts].append(rke_py("up", "--config", labs[hosts]))
         rows += [_row(hosts, "up", fresh[hosts], loads[hosts]) for hosts in sizes]
