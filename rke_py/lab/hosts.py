@@ -427,7 +427,7 @@ def down(
         with ThreadPoolExecutor(max_workers=8) as pool:
             list(pool.map(lambda c: c.remove(force=True), containers))
     reg = registry.find(client)
-    stuck: list[LabError] = []  # the rest is removed all the same, so that only the network is left
+    stuck: LabError | None = None  # the rest is removed all the same, so that only the network is left
     for network in client.networks.list(filters=ours):
         _pod_traffic(network.id, "-D")
         network.reload()
@@ -436,13 +436,13 @@ def down(
         try:
             subnets.remove_network(network)
         except LabError as e:
-            stuck.append(e)
+            stuck = stuck or e
     for volume in client.volumes.list(filters=ours):
         volume.remove(force=True)
     registry.remove_if_unused(client, purge_registry, progress)
     _remove_state(state_dir(name, directory))
     if stuck:
-        raise stuck[0]
+        raise stuck
 
 
 def _remove_state(path: Path) -> None:
