@@ -2,8 +2,8 @@
 
 `up` builds (or reuses) the images, starts the shared registry, makes an internal network with a /24
 chosen from the lab's name, starts N hosts in parallel at stable addresses (.11, .12, ...), and writes
-the lab's key, known_hosts, cluster.yml and lab.json. `down` removes exactly what `up` made, found by
-label. `status` reports what is up.
+the lab's key, known_hosts, cluster.yml and lab.json, and each host's SSH host keys (a host made anew gets
+them back). `down` removes exactly what `up` made, found by label. `status` reports what is up.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from rke_py.lab import s3 as lab_s3
 from rke_py.lab.images import LabImage, Progress, lab_file
 from rke_py.lab.state import (
     CLUSTER_FILE,
+    HOST_KEYS_DIR,
     KEY_FILE,
     KNOWN_HOSTS_FILE,
     KUBERNETES_VERSION,
@@ -58,6 +59,7 @@ S3_OCTET = 4
 READY_TIMEOUT = 90.0
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,30}$")
 _OUR_FILES = (STATE_FILE, KEY_FILE, KEY_FILE + ".pub", KNOWN_HOSTS_FILE, CLUSTER_FILE)
+HOST_KEY_FILES = [f"ssh_host_{kind}_key{ext}" for kind in ("ed25519", "ecdsa", "rsa") for ext in ("", ".pub")]
 
 
 def _quiet(_: str) -> None:
@@ -176,6 +178,8 @@ def _create_host(
         stop_timeout=20,
     )
     container = client.containers.get(created["Id"])
+    if (saved := lab.host_keys(host)).exists():
+        container.put_archive("/etc/ssh", saved.read_bytes())  # host-init makes only the keys it lacks
     files = {
         "root/.ssh/authorized_keys": (pubkey.encode(), 0o600),
         "etc/docker/daemon.json": (daemon_json(lab.registry, lab.private_registry), 0o644),
@@ -243,12 +247,25 @@ def _ensure_host(
     except docker.errors.NotFound:
         container = _create_host(client, lab, host, image, pubkey)
     _wait_ready(container, host)
-    result = container.exec_run(["sh", "-c", "cat /etc/ssh/ssh_host_*_key.pub"])
+    with tarfile.open(fileobj=io.BytesIO(_host_keys(container, lab, host))) as keys_tar:
+        public = [keys_tar.extractfile(m) for m in keys_tar.getmembers() if m.name.endswith(".pub")]
+        lines = b"".join(f.read() for f in public if f is not None).decode()
+    return keys.known_hosts_lines(host.address, lines)
+
+
+def _host_keys(container: Container, lab: Lab, host: LabHost) -> bytes:
+    """`host`'s SSH host keys, as a tar; saved the first time it answers (see `Lab.host_keys`)."""
+    result = container.exec_run(["tar", "-C", "/etc/ssh", "-cf", "-", *HOST_KEY_FILES], demux=True)
+    archive, error = result.output
     if result.exit_code != 0:
         raise LabError(
-            f"{host.name}: cannot read its SSH host keys: {result.output.decode(errors='replace')}"
+            f"{host.name}: cannot read its SSH host keys: {(error or b'').decode(errors='replace')}"
         )
-    return keys.known_hosts_lines(host.address, result.output.decode())
+    saved = lab.host_keys(host)
+    if not saved.exists():
+        saved.parent.mkdir(mode=0o700, exist_ok=True)
+        write_private_file(saved, archive)
+    return bytes(archive)
 
 
 def _new_lab(client: docker.DockerClient, name: str, nodes: int, directory: Path) -> Lab:
@@ -456,6 +473,7 @@ def _remove_state(path: Path) -> None:
         return
     for name in _OUR_FILES:
         (path / name).unlink(missing_ok=True)
+    shutil.rmtree(path / HOST_KEYS_DIR, ignore_errors=True)
 
 
 def status(name: str, directory: str | None = None) -> dict[str, Any]:

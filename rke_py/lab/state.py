@@ -20,6 +20,7 @@ STATE_FILE = "lab.json"
 KEY_FILE = "id_ed25519"
 KNOWN_HOSTS_FILE = "known_hosts"
 CLUSTER_FILE = "cluster.yml"
+HOST_KEYS_DIR = "host-keys"
 KUBERNETES_VERSION = "v1.30.4-rancher1-1"
 
 
@@ -91,6 +92,11 @@ class Lab:
     @property
     def known_hosts(self) -> Path:
         return self.dir / KNOWN_HOSTS_FILE
+
+    def host_keys(self, host: LabHost) -> Path:
+        """`host`'s SSH host keys (a tar of them), kept from its first start so a host made anew keeps them:
+        the cluster state pins them, and would refuse a host whose keys changed."""
+        return self.dir / HOST_KEYS_DIR / f"{host.name}.tar"
 
     @property
     def flannel(self) -> bool:

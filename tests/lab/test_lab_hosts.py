@@ -211,6 +211,30 @@ def test_lab_down_leaves_nothing_behind(new_lab_name: str, tmp_path) -> None:
     assert not directory.exists()
 
 
+def test_a_host_made_anew_keeps_its_ssh_host_keys(new_lab_name: str, tmp_path) -> None:
+    """The cluster state pins every host's key: a lab host whose container was lost and is made again by
+    `lab up` must show the same keys, or the next `rke-py up` refuses it as a changed host."""
+    directory = tmp_path / "lab"
+    runner = CliRunner()
+    lab_dir = ["--name", new_lab_name, "--dir", str(directory)]
+    try:
+        result = runner.invoke(cli, ["lab", "up", "--nodes", "1", *lab_dir])
+        assert result.exit_code == 0, result.output
+        lab = Lab.load(directory)
+        before = lab.known_hosts.read_text()
+        client = docker.from_env()
+        old = client.containers.get(lab.hosts[0].name)
+        old.remove(force=True)
+
+        result = runner.invoke(cli, ["lab", "up", "--nodes", "1", *lab_dir])
+        assert result.exit_code == 0, result.output
+        assert client.containers.get(lab.hosts[0].name).id != old.id
+        assert lab.known_hosts.read_text() == before
+        assert oct(lab.host_keys(lab.hosts[0]).stat().st_mode & 0o777) == "0o600"
+    finally:
+        assert runner.invoke(cli, ["lab", "down", *lab_dir]).exit_code == 0
+
+
 def test_lab_down_disconnects_what_is_left_on_its_network_and_removes_it(new_lab_name: str, tmp_path) -> None:
     """Docker lets go of a removed host's endpoint a moment late; `down` found its network "has active
     endpoints" and failed there, leaving volumes and state behind. A container still attached stands for
