@@ -47,6 +47,7 @@ from rke_py.lab.state import (
     roles_for,
     state_dir,
 )
+from rke_py.state import kubeconfig_path_for, state_path_for
 
 # Flags that let a container run dockerd, cgroups and privileged inner containers on this kind of machine
 # (`--privileged` itself fails: the capability bounding set lacks CAP_SYS_RESOURCE). The CLI's
@@ -471,8 +472,13 @@ def _remove_state(path: Path) -> None:
     if created:
         shutil.rmtree(path)
         return
-    for name in _OUR_FILES:
-        (path / name).unlink(missing_ok=True)
+    cluster_yml = path / CLUSTER_FILE  # the state and kubeconfig of a cluster whose hosts are gone too
+    for file in (
+        *(path / n for n in _OUR_FILES),
+        state_path_for(cluster_yml),
+        kubeconfig_path_for(cluster_yml),
+    ):
+        file.unlink(missing_ok=True)
     shutil.rmtree(path / HOST_KEYS_DIR, ignore_errors=True)
 
 

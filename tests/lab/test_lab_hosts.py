@@ -211,6 +211,26 @@ def test_lab_down_leaves_nothing_behind(new_lab_name: str, tmp_path) -> None:
     assert not directory.exists()
 
 
+def test_lab_down_in_a_directory_it_did_not_make_keeps_only_what_was_there(
+    new_lab_name: str, tmp_path
+) -> None:
+    """The cluster's state and kubeconfig go with its hosts: left behind, the next lab in that directory
+    would start from a state whose pinned host keys and certificates belong to hosts that are gone."""
+    directory = tmp_path / "mine"
+    directory.mkdir()
+    (directory / "notes.txt").write_text("the user's own\n")
+    runner = CliRunner()
+    lab_dir = ["--name", new_lab_name, "--dir", str(directory)]
+    result = runner.invoke(cli, ["lab", "up", "--nodes", "1", *lab_dir])
+    assert result.exit_code == 0, result.output
+    for written in ("cluster.rkestate", "kube_config_cluster.yml"):  # as `rke-py up` leaves them
+        (directory / written).write_text("{}\n")
+
+    result = runner.invoke(cli, ["lab", "down", *lab_dir])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in directory.iterdir()) == ["notes.txt"]
+
+
 def test_a_host_made_anew_keeps_its_ssh_host_keys(new_lab_name: str, tmp_path) -> None:
     """The cluster state pins every host's key: a lab host whose container was lost and is made again by
     `lab up` must show the same keys, or the next `rke-py up` refuses it as a changed host."""
