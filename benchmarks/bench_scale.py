@@ -1,10 +1,11 @@
 """rke-py's own cost at 100 to 3,000 nodes, on simulated hosts (`benchmarks/simulated.py`).
 
-Each size runs in a fresh process, as the CLI would, through the real commands (`rke_py.cli.main`) with
-only the SSH connector swapped for simulated hosts that answer with a round trip's latency. Operations, in
-order: fresh `up`, no-op `up`, `plan`, `status`, a one-flag kubelet change, adding 10 workers, removing
-them. Layout: 5 etcd+controlplane nodes, the rest workers, RKE's default add-ons (`--controlplanes N`
-and `--no-addons` give the lab's layout, to compare with `bench_up.py`).
+Each size runs in a fresh process, as the CLI would (with `--runs`, the sizes take turns), through the
+real commands (`rke_py.cli.main`) with only the SSH connector swapped for simulated hosts that answer with
+a round trip's latency. Operations, in order: fresh `up`, no-op `up`, `plan`, `status`, a one-flag
+kubelet change, adding 10 workers, removing them. Layout: 5 etcd+controlplane nodes, the rest workers,
+RKE's default add-ons (`--controlplanes N` and `--no-addons` give the lab's layout, to compare with
+`bench_up.py`).
 
 Prints a table and the goals beside what was measured; asserts nothing (goals are read, not enforced).
 Run: python benchmarks/bench_scale.py --nodes 100 1000 [--latency-ms 30] [--concurrency 50] [--runs 3]
@@ -207,20 +208,23 @@ def main() -> None:
         )
         print(json.dumps(measure_size(*sizes)))
         return
-    rows: list[dict[str, object]] = []
-    for nodes in sorted(args.nodes):
-        child = [sys.executable, __file__, "--one", "--nodes", str(nodes)]
-        child += ["--latency-ms", str(args.latency_ms), "--concurrency", str(args.concurrency)]
-        child += ["--controlplanes", str(args.controlplanes)] + (["--no-addons"] if args.no_addons else [])
-        runs = []
-        for _ in range(args.runs):
-            done = subprocess.run(child, capture_output=True, text=True)
+    common = ["--latency-ms", str(args.latency_ms), "--concurrency", str(args.concurrency)]
+    common += ["--controlplanes", str(args.controlplanes)] + (["--no-addons"] if args.no_addons else [])
+    order = sorted(args.nodes)
+    runs: dict[int, list[list[dict[str, object]]]] = {nodes: [] for nodes in order}
+    for run in range(args.runs):  # each size in turn, so the machine's drift falls on every size alike
+        for nodes in order:
+            done = subprocess.run(
+                [sys.executable, __file__, "--one", "--nodes", str(nodes), *common],
+                capture_output=True,
+                text=True,
+            )
             if done.returncode != 0:
                 sys.exit(done.stderr or done.stdout)
-            runs.append(json.loads(done.stdout))
-        rows += median_rows(runs)
-        if args.output == "text":
-            print(f"{nodes} nodes done", file=sys.stderr)
+            runs[nodes].append(json.loads(done.stdout))
+            if args.output == "text":
+                print(f"run {run + 1}: {nodes} nodes done", file=sys.stderr)
+    rows = [row for nodes in order for row in median_rows(runs[nodes])]
     if args.output == "json":
         print(json.dumps(rows))
         return
