@@ -252,7 +252,7 @@ def test_a_host_made_anew_keeps_its_ssh_host_keys(new_lab_name: str, tmp_path) -
         assert lab.known_hosts.read_text() == before
         assert oct(lab.host_keys(lab.hosts[0]).stat().st_mode & 0o777) == "0o600"
     finally:
-        assert runner.invoke(cli, ["lab", "down", *lab_dir]).exit_code == 0
+        runner.invoke(cli, ["lab", "down", *lab_dir])
 
 
 def test_lab_down_disconnects_what_is_left_on_its_network_and_removes_it(new_lab_name: str, tmp_path) -> None:
