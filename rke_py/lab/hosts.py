@@ -444,13 +444,9 @@ def down(
         progress(f"removing {len(containers)} host(s)")
         with ThreadPoolExecutor(max_workers=8) as pool:
             list(pool.map(lambda c: c.remove(force=True), containers))
-    reg = registry.find(client)
     stuck: LabError | None = None  # the rest is removed all the same, so that only the network is left
     for network in client.networks.list(filters=ours):
         _pod_traffic(network.id, "-D")
-        network.reload()
-        if reg is not None and reg.id in (network.attrs.get("Containers") or {}):
-            network.disconnect(reg, force=True)
         try:
             subnets.remove_network(network)
         except LabError as e:

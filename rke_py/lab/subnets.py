@@ -50,13 +50,18 @@ def ipam(subnet: ipaddress.IPv4Network) -> IPAMConfig:
 
 
 def remove_network(network: Any, patience: float = 30, pause: float = 1) -> None:
-    """Remove a lab network once Docker lets go of it. Docker frees a removed container's endpoint a moment
-    after the removal returns, and refuses to remove a network that still has one ("has active
-    endpoints"): what is left is disconnected and the removal asked again, for up to `patience` seconds.
-    Docker 20.10 can also keep counting an endpoint that no container holds (seen once, after 48 hosts
-    were removed at once); only a restart of dockerd clears that, which the LabError says."""
+    """Remove a lab network, disconnecting what is still attached to it first (the shared registry, a
+    container of the lab's that Docker has not let go of). Docker frees a removed container's endpoint a
+    moment after the removal returns and refuses to remove a network that still has one ("has active
+    endpoints"): the removal is asked again for up to `patience` seconds. Docker 20.10 can also keep
+    counting an endpoint that no container holds (seen once, after 48 hosts were removed at once); only a
+    restart of dockerd clears that, which the LabError says."""
     deadline = time.monotonic() + patience
     while True:
+        network.reload()
+        for endpoint in network.attrs.get("Containers") or {}:
+            with contextlib.suppress(docker.errors.APIError):  # gone meanwhile
+                network.disconnect(endpoint, force=True)
         try:
             network.remove()
             return
@@ -68,8 +73,4 @@ def remove_network(network: Any, patience: float = 30, pause: float = 1) -> None
                     f"Docker still counts an endpoint on network {network.name} though no container is "
                     "attached to it (a Docker bug); restart dockerd, then run `rke-py lab down` again"
                 ) from None
-        network.reload()
-        for endpoint in network.attrs.get("Containers") or {}:
-            with contextlib.suppress(docker.errors.APIError):  # gone meanwhile
-                network.disconnect(endpoint, force=True)
         time.sleep(pause)
