@@ -10,8 +10,9 @@ The counts include the simulated hosts' answers (`bench_scale.py` subtracts thei
 be told apart), and a fresh `up`'s include its RSA key generation, whose prime search varies from run to
 run.
 
-Prints {nodes, operation, instructions, per_host} (per_host: instructions over nodes) and, for two
-sizes, the ratio of the larger to the smaller on every operation; asserts nothing.
+Prints each operation's instructions at every size and the ratio of the largest size to the smallest (with
+`--output json`, rows {nodes, operation, instructions, per_host}, per_host being instructions over nodes);
+asserts nothing.
 Run: python benchmarks/bench_instructions.py --nodes 1000 3000 [--output json]
 Needs valgrind (`apt-get install valgrind`); callgrind slows Python some 50 times, so 1,000 and 3,000 nodes
 took 38 minutes here. The sizes run side by side, one per core.
