@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -102,6 +103,8 @@ def main() -> None:
     if args.child:
         child(args.nodes[0])
         return
+    if shutil.which("valgrind") is None:
+        sys.exit("valgrind is not installed: apt-get install valgrind")
     sizes = sorted(args.nodes)
     with tempfile.TemporaryDirectory() as scratch, ThreadPoolExecutor(os.cpu_count() or 1) as pool:
         rows = [row for found in pool.map(lambda n: count(n, Path(scratch)), sizes) for row in found]
