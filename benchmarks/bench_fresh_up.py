@@ -1,7 +1,8 @@
 """How short a fresh `rke-py up` is on lab hosts: 3 nodes with every role, and 5 (3 etcd+controlplane, 2
 workers behind nginx-proxy), each first on hosts that have none of the cluster's images (pulled from the lab
-registry) and then again after `remove` with the images cached. Prints the wall time, rke-py's CPU and the
-seconds each phase took (from the run's log), the median of --runs; asserts nothing.
+registry) and then again after `remove` with the images cached. Prints the wall time, rke-py's CPU, the
+seconds each phase took (from the run's log) and the share of the machine's CPU its hypervisor took
+(steal), the median of --runs; asserts nothing.
 
 Run with the real binaries the goal is stated for: RKE_PY_KUBE_BINARIES=DIR python
 benchmarks/bench_fresh_up.py [--nodes 3,5] [--runs 3] [--output json]. Without them the lab's stand-ins run.
@@ -78,7 +79,8 @@ def fresh_ups(nodes: int, run: int) -> list[dict[str, float | str]]:
                 log = Path(logs) / f"{images}.log"
                 timed = rke_py("up", *config, "--log-file", str(log))
                 row: dict[str, float | str] = {"nodes": nodes, "images": images, "run": run}
-                row.update(wall_s=timed.seconds, cpu_s=timed.cpu, **phase_seconds(log, timed.seconds))
+                row.update(wall_s=timed.seconds, cpu_s=timed.cpu, steal_pct=timed.steal_pct)
+                row.update(phase_seconds(log, timed.seconds))
                 rows.append(row)
                 rke_py("remove", "--force", *config)
     finally:
@@ -96,7 +98,7 @@ def main() -> None:
     rows = [
         row for n in options.nodes.split(",") for run in range(options.runs) for row in fresh_ups(int(n), run)
     ]
-    columns = ["wall_s", "cpu_s", *PHASES.values()]
+    columns = ["wall_s", "cpu_s", *PHASES.values(), "steal_pct"]
     medians = []
     for key in dict.fromkeys((r["nodes"], r["images"]) for r in rows):
         alike = [r for r in rows if (r["nodes"], r["images"]) == key]

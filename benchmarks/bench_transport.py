@@ -3,21 +3,21 @@ sizes, the same layout as `bench_scale.py --controlplanes 3 --no-addons`. The sl
 what each further host costs rke-py (SSH login and key exchange, ciphers, TLS, Docker API framing, YAML,
 rendering), apart from what any run costs once.
 
-Rows `{hosts, operation, wall_s, cpu_s, cpu_ms_per_host, load, cpu_runs}` for a fresh `up`, a no-op
-`up`, `plan` and `status` (cpu_s: user+sys of the rke-py process, the median of cpu_runs, every run's;
-cpu_ms_per_host: the slope, on the rows of the larger size; load: the 1-minute load average the operation
-started at). Both labs run at once. Each operation runs `--runs` times (medians; before each fresh `up`
-but the first, `remove` and the hosts' images dropped), the two sizes in turn, once the machine settled:
-the hosts' components go on starting long after a fresh `up` of many hosts, and on a machine that busy
-the CPU a run spends grows with the load, which made slopes between a quiet and a loaded size
-swing by 20 ms a host. `--profile`
-builds one more lab of the smaller size and runs each operation there under yappi (CPU clock, every
-thread, C functions included), then prints where the CPU went by kind and the requests each host was
-asked (SSH logins, commands, file batches, Docker requests, channels, probes, TLS handshakes, SSH
-packets); yappi slows Python code more than C, so the shares are read as an order, not as times.
-`--operations` times instead, one host after another on a lab of the smaller size, each kind of request
-a run makes (CPU per request, medians of `--repeat` rounds; the SSH packets each one received): the cost
-model the slopes add up from.
+Rows `{hosts, operation, wall_s, cpu_s, cpu_ms_per_host, load, cpu_runs, steal_pct}` for a fresh `up`, a
+no-op `up`, `plan` and `status` (cpu_s: user+sys of the rke-py process, the median of cpu_runs, every
+run's; cpu_ms_per_host: the slope, on the rows of the larger size; load: the 1-minute load average the
+operation started at; steal_pct: the median share of the machine's CPU its hypervisor took during a run).
+Both labs run at once. Each operation runs `--runs` times (medians; before each fresh `up` but the first,
+`remove` and the hosts' images dropped), the two sizes in turn, once the machine settled: the hosts'
+components go on starting long after a fresh `up` of many hosts, and on a machine that busy the CPU a run
+spends grows with the load, which made slopes between a quiet and a loaded size swing by 20 ms a host.
+`--profile` builds one more lab of the smaller size and runs each operation there under yappi (CPU clock,
+every thread, C functions included), then prints where the CPU went by kind and the requests each host was
+asked (SSH logins, commands, file batches, Docker requests, channels, probes, TLS handshakes, SSH packets);
+yappi slows Python code more than C, so the shares are read as an order, not as times. `--operations` times
+instead, one host after another on a lab of the smaller size, each kind of request a run makes (CPU per
+request, medians of `--repeat` rounds; the SSH packets each one received): the cost model the slopes add up
+from.
 Run: python benchmarks/bench_transport.py [--sizes 24,48] [--runs 3] [--output json] [--profile |
   --operations]
 Needs the lab (scripts/bootstrap), and yappi for --profile (`pip install -e .[bench]`); asserts nothing.
@@ -159,6 +159,7 @@ def _row(hosts: int, operation: str, timed: list[Any], load: float) -> dict[str,
         "cpu_ms_per_host": None,
         "load": round(load, 1),
         "cpu_runs": [round(t.cpu, 2) for t in timed],
+        "steal_pct": statistics.median(t.steal_pct for t in timed),
     }
 
 
@@ -332,7 +333,7 @@ def main() -> None:
     if args.output == "json":
         print(json.dumps({"rows": rows, "profile": kinds} if args.profile else rows))
         return
-    columns = ("hosts", "operation", "wall_s", "cpu_s", "cpu_ms_per_host", "load")
+    columns = ("hosts", "operation", "wall_s", "cpu_s", "cpu_ms_per_host", "load", "steal_pct")
     print(" | ".join(f"{c:>15}" for c in columns))
     for row in rows:
         print(" | ".join(f"{row[c]!s:>15}" for c in columns))

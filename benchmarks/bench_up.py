@@ -27,19 +27,36 @@ class Timed:
     cpu: float  # user+sys seconds of the rke-py process
     peak_mib: int  # the largest resident size of any rke-py process so far
     stdout: str
+    steal_pct: float  # the share of the machine's CPU time its hypervisor took while the command ran
+
+
+def cpu_ticks() -> tuple[int, int]:
+    """The machine's CPU time so far, all and stolen (/proc/stat's `cpu` line, in ticks). This machine is a
+    VM whose host takes up to 40% of its CPU once it has been busy for a while, and next to nothing when
+    it has rested: a run's figures are read with it."""
+    with open("/proc/stat") as stat:
+        fields = [int(f) for f in stat.readline().split()[1:9]]  # user … steal; guest is counted in user
+    return sum(fields), fields[7]
+
+
+def steal_pct(before: tuple[int, int], after: tuple[int, int]) -> float:
+    total = after[0] - before[0]
+    return round(100 * (after[1] - before[1]) / total, 1) if total else 0.0
 
 
 def rke_py(*args: str) -> Timed:
     """Run the CLI as a user would and time it."""
     started = time.monotonic()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    ticks = cpu_ticks()
     done = subprocess.run([sys.executable, "-m", "rke_py", *args], capture_output=True, text=True)
     seconds = time.monotonic() - started
+    stolen = steal_pct(ticks, cpu_ticks())
     if done.returncode != 0:
         sys.exit(f"rke-py {' '.join(args)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return Timed(seconds, cpu, round(after.ru_maxrss / 1024), done.stdout)
+    return Timed(seconds, cpu, round(after.ru_maxrss / 1024), done.stdout, stolen)
 
 
 def bench(nodes: int) -> dict[str, float]:
