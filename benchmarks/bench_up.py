@@ -31,9 +31,9 @@ class Timed:
 
 
 def cpu_ticks() -> tuple[int, int]:
-    """The machine's CPU time so far, all and stolen (/proc/stat's `cpu` line, in ticks). This machine is a
-    VM whose host takes up to 40% of its CPU once it has been busy for a while, and next to nothing when
-    it has rested: a run's figures are read with it."""
+    """The machine's CPU time so far, all and stolen (/proc/stat's `cpu` line, in ticks). The 2-core VM
+    the benchmarks ran on lost 40% of its CPU to its hypervisor while a 24-host lab was busy, and 1% at
+    rest: a run's figures are read with it."""
     with open("/proc/stat") as stat:
         fields = [int(f) for f in stat.readline().split()[1:9]]  # user … steal; guest is counted in user
     return sum(fields), fields[7]
