@@ -121,7 +121,9 @@ def settle(patience: float = 300, every: float = 15) -> float:
     """Wait until the 1-minute load average stops falling and is at most twice the cores (or `patience`
     runs out) and return it: the hosts' components start long after a fresh `up` of many hosts has ended,
     and the CPU a run spends on a machine that busy says more about the machine than about the run. (The
-    load once stopped falling at 80 for a while, with the 48-host lab's components still starting.)"""
+    load once stopped falling at 80 for a while, with the 48-host lab's components still starting. With
+    both labs' 72 hosts up and at rest it stays at 6 to 10 on 2 cores, so there each wait is `patience`:
+    about as long as a 48-host lab took to come to rest after its `up`.)"""
     deadline = time.monotonic() + patience
     quiet = 2 * (os.cpu_count() or 1)
     load = os.getloadavg()[0]
