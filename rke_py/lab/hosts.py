@@ -269,7 +269,15 @@ def _host_keys(container: Container, lab: Lab, host: LabHost) -> bytes:
     return bytes(archive)
 
 
-def _new_lab(client: docker.DockerClient, name: str, nodes: int, directory: Path) -> Lab:
+def _new_lab(
+    client: docker.DockerClient,
+    name: str,
+    nodes: int,
+    directory: Path,
+    user: str,
+    private_registry: bool,
+    s3: bool,
+) -> Lab:
     subnet = choose_subnet(client, name)
     base = subnet.network_address
     roles = roles_for(nodes)
@@ -277,7 +285,14 @@ def _new_lab(client: docker.DockerClient, name: str, nodes: int, directory: Path
         LabHost(f"{name}-node-{i + 1}", str(base + FIRST_HOST_OCTET + i), roles[i]) for i in range(nodes)
     ]
     registry_address = f"{base + REGISTRY_OCTET}:{registry.PORT}"
-    return Lab(name, directory, str(subnet), registry_address, hosts, created_dir=not directory.exists())
+    lab = Lab(name, directory, str(subnet), registry_address, hosts, created_dir=not directory.exists())
+    lab.user = user
+    if private_registry:
+        lab.private_registry = f"{base + PRIVATE_REGISTRY_OCTET}:{registry.PORT}"
+        lab.registry_user, lab.registry_password = "lab", secrets.token_urlsafe(18)
+    if s3:
+        lab_s3.configure(lab, str(base + S3_OCTET))
+    return lab
 
 
 def kubernetes_version(binaries: Path) -> str:
@@ -329,43 +344,37 @@ def up(
         raise LabError(f"--nodes {nodes}: a lab has 1 to 200 hosts")
     client = docker.from_env()
     path = state_dir(name, directory)
-    if (path / STATE_FILE).exists():
-        lab = Lab.load(path)
-        if (
-            len(lab.hosts) != nodes
-            or lab.user != user
-            or bool(lab.private_registry) != private_registry
-            or bool(lab.s3_endpoint) != s3
-        ):
-            raise LabError(
-                f"lab {name!r} exists with {len(lab.hosts)} nodes, user {lab.user} and"
-                f" {'a' if lab.private_registry else 'no'} password-protected registry"
-                f" and {'an' if lab.s3_endpoint else 'no'} S3 server;"
-                f" `rke-py lab down --name {name}` first"
-            )
-    else:
-        lab = _new_lab(client, name, nodes, path)
-        lab.user = user
-        if private_registry:
-            base = ipaddress.IPv4Network(lab.subnet).network_address
-            lab.private_registry = f"{base + PRIVATE_REGISTRY_OCTET}:{registry.PORT}"
-            lab.registry_user, lab.registry_password = "lab", secrets.token_urlsafe(18)
-        if s3:
-            lab_s3.configure(lab, str(ipaddress.IPv4Network(lab.subnet).network_address + S3_OCTET))
+    found = Lab.load(path) if (path / STATE_FILE).exists() else None
+    if found is not None and (
+        len(found.hosts) != nodes
+        or found.user != user
+        or bool(found.private_registry) != private_registry
+        or bool(found.s3_endpoint) != s3
+    ):
+        raise LabError(
+            f"lab {name!r} exists with {len(found.hosts)} nodes, user {found.user} and"
+            f" {'a' if found.private_registry else 'no'} password-protected registry"
+            f" and {'an' if found.s3_endpoint else 'no'} S3 server;"
+            f" `rke-py lab down --name {name}` first"
+        )
     progress("checking lab images")
-    lab.rancher = rancher_images is not None
-    lab.oidc_discovery = oidc_discovery
-    cluster_images = () if lab.rancher else images.CLUSTER_IMAGES
+    cluster_images = () if rancher_images is not None else images.CLUSTER_IMAGES
     names = tuple(n for n in images.BASE_IMAGES if n in cluster_images or n not in images.CLUSTER_IMAGES)
-    built = images.ensure_images(client, (*names, "s3") if lab.s3_endpoint else names, progress, binaries)
-    lab.images = {n: built[n].ref for n in cluster_images}
-    lab.kubernetes_version = version
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    pubkey = keys.ensure_key(lab.key_path, f"rke-py-lab-{name}")
-    lab.save()  # from here on `lab down` can find the directory, and `up` the subnet, if a step below fails
-    with registry.in_use():
-        _ensure_network(client, lab)  # from here on the network keeps the registry
-        reg = registry.ensure(client, built["registry"], progress)
+    built = images.ensure_images(client, (*names, "s3") if s3 else names, progress, binaries)
+    # A new lab's subnet is chosen and its network made under one lock: two `lab up`s at once would
+    # otherwise both find the same /24 free.
+    with subnets.claiming():
+        lab = found or _new_lab(client, name, nodes, path, user, private_registry, s3)
+        lab.rancher = rancher_images is not None
+        lab.oidc_discovery = oidc_discovery
+        lab.images = {n: built[n].ref for n in cluster_images}
+        lab.kubernetes_version = version
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        pubkey = keys.ensure_key(lab.key_path, f"rke-py-lab-{name}")
+        lab.save()  # from here on `lab down` finds the directory, and `up` the subnet, if a step below fails
+        with registry.in_use():
+            _ensure_network(client, lab)  # from here on the network keeps the registry
+            reg = registry.ensure(client, built["registry"], progress)
     addon_images = _addon_images(client, lab, addon_binaries, progress) if addon_binaries else {}
     if rancher_images is not None and binaries is not None:
         addon_images |= rancher.images(client, rancher_images, binaries, version, progress)

@@ -22,7 +22,7 @@ from pathlib import Path
 import docker
 
 from rke_py.lab.rootfs import Rootfs
-from rke_py.lab.state import LabError
+from rke_py.lab.state import LabError, machine_lock
 
 KEEP_BUILDS = 3  # builds of each image kept when a new one is made
 RECIPE_VERSION = "1"  # bump when a recipe changes in a way its inputs do not show
@@ -380,24 +380,26 @@ def build(
     recipe: Callable[[], tuple[Rootfs, list[str]]],
     progress: Progress = lambda _: None,
 ) -> LabImage:
-    """Build lab image `name` from `recipe` unless an image with the same content hash exists."""
+    """Build lab image `name` from `recipe` unless an image with the same content hash exists. One build at
+    a time on this machine: a second `lab up` started meanwhile waits and then finds the image built."""
     rootfs, changes = recipe()
     image = LabImage(name, rootfs.digest(RECIPE_VERSION, *changes))
-    found = client.images.list(filters={"label": f"{LABEL_HASH}={image.digest}"})
-    if found:
-        if image.ref not in found[0].tags:
-            found[0].tag(image.path, image.tag)
-        return image
-    progress(f"building image {image.ref}")
-    labels = [f"LABEL {LABEL_IMAGE}={name}", f"LABEL {LABEL_HASH}={image.digest}"]
-    with tempfile.TemporaryDirectory(prefix="rke-py-lab-") as tmp:
-        tarball = os.path.join(tmp, "rootfs.tar")
-        with open(tarball, "wb") as out:
-            rootfs.write_tar(out)
-        client.api.import_image_from_file(
-            tarball, repository=image.path, tag=image.tag, changes=changes + labels
-        )
-    prune_superseded(client, image)
+    with machine_lock("images"):
+        found = client.images.list(filters={"label": f"{LABEL_HASH}={image.digest}"})
+        if found:
+            if image.ref not in found[0].tags:
+                found[0].tag(image.path, image.tag)
+            return image
+        progress(f"building image {image.ref}")
+        labels = [f"LABEL {LABEL_IMAGE}={name}", f"LABEL {LABEL_HASH}={image.digest}"]
+        with tempfile.TemporaryDirectory(prefix="rke-py-lab-") as tmp:
+            tarball = os.path.join(tmp, "rootfs.tar")
+            with open(tarball, "wb") as out:
+                rootfs.write_tar(out)
+            client.api.import_image_from_file(
+                tarball, repository=image.path, tag=image.tag, changes=changes + labels
+            )
+        prune_superseded(client, image)
     return image
 
 

@@ -16,7 +16,7 @@ import tarfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 import bcrypt
 import docker
@@ -24,7 +24,7 @@ from docker.models.containers import Container
 
 from rke_py.lab import subnets
 from rke_py.lab.images import LabImage, Progress, lab_file
-from rke_py.lab.state import LABEL, LABEL_ROLE, LabError, labs_root
+from rke_py.lab.state import LABEL, LABEL_ROLE, LabError, machine_lock
 
 NAME = "rke-py-lab-registry"
 NETWORK = "rke-py-lab-registry"
@@ -39,21 +39,11 @@ _MANIFEST_TYPES = ", ".join(
 )
 
 
-@contextlib.contextmanager
-def _locked(how: int) -> Iterator[None]:
-    """A lock every lab of this machine's user sees, whatever directory each keeps its files in."""
-    path = labs_root() / ".registry.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as held:
-        fcntl.flock(held, how)
-        yield
-
-
 def in_use() -> contextlib.AbstractContextManager[None]:
     """While held, no `lab down` removes the registry. `lab up` holds it from before the registry is
     ensured until its lab's network (which keeps the registry from then on) exists, and a push without a
     lab until it is done: another lab's `down` between the two would otherwise take the registry away."""
-    return _locked(fcntl.LOCK_SH)
+    return machine_lock("registry", fcntl.LOCK_SH)
 
 
 def _labels() -> dict[str, str]:
@@ -274,7 +264,7 @@ def attach(client: docker.DockerClient, network: str, address: str) -> None:
 def remove_if_unused(client: docker.DockerClient, purge: bool, progress: Progress) -> bool:
     """Remove the registry (and with `purge` its storage) when no lab network is left and nothing holds it
     `in_use`; True if removed."""
-    with _locked(fcntl.LOCK_EX):
+    with machine_lock("registry"):
         if client.networks.list(filters={"label": LABEL}):
             return False
         container = find(client)

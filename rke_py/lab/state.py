@@ -6,8 +6,11 @@ carries `io.rke-py.lab.role=registry` instead), so `lab down` finds it by label,
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -29,8 +32,19 @@ class LabError(RkePyError):
 
 
 def labs_root() -> Path:
-    """Where labs keep their directories by default, and the lock they share (registry.in_use)."""
+    """Where labs keep their directories by default, and the locks they share (`machine_lock`)."""
     return Path.home() / ".local" / "share" / "rke-py" / "lab"
+
+
+@contextlib.contextmanager
+def machine_lock(name: str, how: int = fcntl.LOCK_EX) -> Iterator[None]:
+    """A lock every lab of this machine's user sees, whatever directory each keeps its files in: what two
+    `lab up`s (or an `up` and a `down`) at once would otherwise both change."""
+    path = labs_root() / f".{name}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as held:
+        fcntl.flock(held, how)
+        yield
 
 
 def state_dir(name: str, override: str | os.PathLike[str] | None = None) -> Path:

@@ -15,7 +15,7 @@ from typing import Any
 import docker
 from docker.types import IPAMConfig, IPAMPool
 
-from rke_py.lab.state import LabError
+from rke_py.lab.state import LabError, machine_lock
 
 
 def _machine_networks() -> list[ipaddress.IPv4Network]:
@@ -43,6 +43,11 @@ def free_subnet(client: docker.DockerClient, second_octet: int, start: int) -> i
         if not any(candidate.version == u.version and candidate.overlaps(u) for u in used):
             return candidate
     raise LabError(f"no free /24 left in 172.{second_octet}.0.0/16 for a lab network")
+
+
+def claiming() -> contextlib.AbstractContextManager[None]:
+    """Held from choosing a subnet until the network on it exists, so that no other lab takes it between."""
+    return machine_lock("subnets")
 
 
 def ipam(subnet: ipaddress.IPv4Network) -> IPAMConfig:

@@ -17,8 +17,9 @@ from click.testing import CliRunner
 from ruamel.yaml import YAML
 
 from rke_py.cli import cli
-from rke_py.lab import images, registry
+from rke_py.lab import hosts, images, registry
 from rke_py.lab.state import LABEL, Lab, LabHost
+from tests.lab.conftest import owned_lab_name
 
 pytestmark = pytest.mark.lab
 
@@ -302,3 +303,45 @@ def test_lab_down_waits_while_another_lab_up_gets_the_registry(lab: Lab, new_lab
     out, _ = waiting.communicate(timeout=60)
     assert waiting.returncode == 0, out
     assert registry.find(docker.from_env()) is not None  # the lab of this module still uses it
+
+
+def test_two_lab_ups_at_once_whose_names_pick_the_same_subnet_both_come_up(tmp_path) -> None:
+    """Two pipelines on one machine: each `lab up` found the /24 its name picks free and one failed on
+    Docker's "Pool overlaps" as the other made its network first. Two names that pick the same /24, up
+    at once: both come up, on different subnets."""
+    wanted = hosts.choose_subnet(docker.from_env(), owned_lab_name("c0"))
+    twin = next(
+        f"c{i}"
+        for i in range(1, 10_000)
+        if hosts.choose_subnet(docker.from_env(), owned_lab_name(f"c{i}")) == wanted
+    )
+    labs = [(owned_lab_name(suffix), tmp_path / suffix) for suffix in ("c0", twin)]
+    ups = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "rke_py",
+                "lab",
+                "up",
+                "--name",
+                name,
+                "--nodes",
+                "1",
+                "--dir",
+                str(where),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for name, where in labs
+    ]
+    try:
+        outputs = [up.communicate(timeout=300)[0] for up in ups]
+        assert [up.returncode for up in ups] == [0, 0], outputs
+        subnets = {Lab.load(where).subnet for _, where in labs}
+        assert len(subnets) == 2 and str(wanted) in subnets, subnets
+    finally:
+        for name, where in labs:
+            hosts.down(name, str(where))
