@@ -39,13 +39,35 @@ def render(config: ClusterConfig, down: tuple[str, ...] = (), rkes: bool = False
     )
 
 
+# `nginx -s reload` only signals the master: under load its old workers go on taking new connections (to
+# the apiservers they knew) for seconds. So the reload, the command given as arguments, waits until every
+# worker that served before it has closed its listeners (nginx then titles it "is shutting down") and a new
+# one serves: /proc/PID/cmdline shows those titles. POSIX sh, busybox's too (rke-tools' for RKE's proxy).
+_RELOAD_AND_WAIT = r"""
+serving() { for p in /proc/[0-9]*; do
+  [ "$(tr -d '\000' 2>/dev/null < "$p/cmdline")" = "nginx: worker process" ] && echo "${p#/proc/}"; done; }
+before=" $(echo $(serving)) "
+"$@" || exit
+i=0
+while [ $i -lt 200 ]; do
+  now=$(serving) left=
+  for p in $now; do case "$before" in *" $p "*) left=$p ;; esac; done
+  [ -n "$now" ] && [ -z "$left" ] && exit 0
+  sleep 0.05; i=$((i + 1))
+done
+echo "nginx still serves with its old configuration (worker $left) 10 s after the reload" >&2
+exit 1
+"""
+
+
 def reload_command(conf: FileSpec, rkes: bool = False) -> list[str]:
-    """Makes the running proxy read its nginx.conf again; connections in flight are kept. RKE's proxy
-    reads no file of the host's: `conf` is written inside it first."""
+    """Makes the running proxy read its nginx.conf again and returns once its workers have taken it;
+    connections in flight are kept. RKE's proxy reads no file of the host's: `conf` is written inside it
+    first."""
     if rkes:
-        script = f'printf %s "$1" > {RKE_CONF} && exec nginx -s reload'
-        return ["sh", "-c", script, "sh", conf.content.decode()]
-    return ["nginx", "-c", f"{MOUNT_DIR}/nginx.conf", "-s", "reload"]
+        write = f'printf %s "$1" > {RKE_CONF} || exit; shift\n'
+        return ["sh", "-c", write + _RELOAD_AND_WAIT, "sh", conf.content.decode(), "nginx", "-s", "reload"]
+    return ["sh", "-c", _RELOAD_AND_WAIT, "sh", "nginx", "-c", f"{MOUNT_DIR}/nginx.conf", "-s", "reload"]
 
 
 def rkes_run_config(spec: ContainerSpec, image_env: frozenset[str]) -> RunConfig:

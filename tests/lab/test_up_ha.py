@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import socket
 import ssl
+import threading
 import time
 from pathlib import Path
 
@@ -17,6 +18,8 @@ import paramiko
 import pytest
 from cryptography import x509
 
+from rke_py.plan import nginx_proxy
+from rke_py.plan.model import FileSpec
 from rke_py.state import read_state
 from tests.lab.e2e import (
     changes,
@@ -157,6 +160,41 @@ def test_an_apiserver_flag_change_rolls_one_host_at_a_time_and_no_request_throug
     print(f"requests through the workers' proxies during the rolling change (answered, failed): {probes}")
     for answered, failed in probes:
         assert answered > 20 and not failed, probes
+
+
+def test_taking_apiservers_out_of_rotation_waits_until_the_proxy_has_reloaded(lab):
+    """`nginx -s reload` only signals nginx's master; on a busy node its old workers kept sending new
+    requests to an apiserver for longer than rke-py waited before stopping it, and cert rotate saw requests
+    through the proxy go unanswered. Here the master is held still (SIGSTOP) as the reload comes: the
+    rotation does not return before it has resumed and new workers serve."""
+    host = docker.from_env().containers.get(lab.hosts[WORKERS[0]].name)
+    conf = FileSpec(f"{nginx_proxy.CONF_DIR}/nginx.conf", b"")  # read where it is: on the host already
+    master = host_exec(lab, WORKERS[0], "docker inspect -f '{{.State.Pid}}' nginx-proxy").strip()
+    workers = [  # the pids of the proxy's serving workers, by their titles
+        *("docker", "exec", "nginx-proxy", "sh", "-c"),
+        """for p in /proc/[0-9]*; do
+          [ "$(tr -d '\\000' < $p/cmdline)" = "nginx: worker process" ] && echo ${p#/proc/}; done""",
+    ]
+    before = host.exec_run(workers).output.split()
+    result: list[tuple[int, float]] = []
+
+    def rotate() -> None:
+        code, _ = host.exec_run(["docker", "exec", "nginx-proxy", *nginx_proxy.reload_command(conf)])
+        result.append((code, time.monotonic()))
+
+    host_exec(lab, WORKERS[0], f"kill -STOP {master}")
+    try:
+        reloading = threading.Thread(target=rotate)
+        reloading.start()
+        time.sleep(3)
+        assert not result, "the reload returned while nginx's master was stopped"
+    finally:
+        resumed = time.monotonic()
+        host_exec(lab, WORKERS[0], f"kill -CONT {master}")
+    reloading.join(timeout=30)
+    assert result and result[0][0] == 0 and result[0][1] > resumed, result
+    after = host.exec_run(workers).output.split()
+    assert after and not set(after) & set(before), (before, after)
 
 
 def test_a_node_leaving_the_controlplane_updates_every_proxy_and_nothing_else(lab):
@@ -452,6 +490,7 @@ def test_cert_rotate_renews_every_certificate_and_no_request_through_a_proxy_fai
     for i in WORKERS:
         start_probe(lab, i)
     time.sleep(1)
+    started = time.time()
     run = rke_py("cert", "rotate", *cluster_args(lab, "--output", "json"))
     probes = [probe_failures(lab, i) for i in WORKERS]
     answers = "".join(failed_answers(lab, i) for i in WORKERS)
@@ -463,7 +502,7 @@ def test_cert_rotate_renews_every_certificate_and_no_request_through_a_proxy_fai
     assert serial(lab, WORKERS[0], "kube-node") == after["kube-node"]
     print(f"requests through the workers' proxies during the rotation (answered, failed): {probes}")
     for answered, failed in probes:
-        assert answered > 20 and failed == [], (probes, answers)
+        assert answered > 20 and failed == [], (probes, answers, f"rotate started at {started}", run.stderr)
     assert ": replace etcd (" not in run.stderr
     assert after["kube-etcd-" + lab.hosts[0].address.replace(".", "-")] == served_serial(
         lab, 0, 2379, tmp_path
