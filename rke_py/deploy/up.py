@@ -43,8 +43,8 @@ from rke_py.verify.checks import Report
 
 log = logging.getLogger("rke_py.deploy")
 HOST_PREPARATION = ("cleanup", "files", "images")  # what a host does before any plane, on its own
-# Seconds between the proxies' reload and stopping the apiservers they left: nginx's old workers may still
-# accept a connection for a moment, and requests in flight finish.
+# Seconds between the proxies' reload (which returns once nginx's new workers serve) and stopping the
+# apiservers they left: requests the old workers still have in flight finish.
 PROXY_SETTLE = 1
 SETTLE_POLL = 0.5  # seconds between verify's rounds while the cluster settles (probing only failing nodes)
 SETTLE_WINDOW = 45  # seconds verify waits at least for the cluster to settle
