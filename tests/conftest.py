@@ -45,6 +45,7 @@ SECOND_LAB_WORKER = {
         "test_up_bastion",
         "test_up_custom_certs",
         "test_up_rke_keys",
+        "test_rke_command_line",
     )
 }
 
