@@ -163,10 +163,11 @@ def test_an_apiserver_flag_change_rolls_one_host_at_a_time_and_no_request_throug
 
 
 def test_taking_apiservers_out_of_rotation_waits_until_the_proxy_has_reloaded(lab):
-    """`nginx -s reload` only signals nginx's master; on a busy node its old workers kept sending new
-    requests to an apiserver for longer than rke-py waited before stopping it, and cert rotate saw requests
-    through the proxy go unanswered. Here the master is held still (SIGSTOP) as the reload comes: the
-    rotation does not return before it has resumed and new workers serve."""
+    """`nginx -s reload` only signals nginx's master; on a busy node its old workers can go on sending new
+    requests to an apiserver for longer than the second rke-py waited before stopping it (two labs at once
+    saw cert rotate's requests through the proxies go unanswered as each apiserver was replaced). Here the
+    master is held still (SIGSTOP) as the reload comes: the rotation does not return before it has resumed
+    and new workers serve."""
     host = docker.from_env().containers.get(lab.hosts[WORKERS[0]].name)
     conf = FileSpec(f"{nginx_proxy.CONF_DIR}/nginx.conf", b"")  # read where it is: on the host already
     master = host_exec(lab, WORKERS[0], "docker inspect -f '{{.State.Pid}}' nginx-proxy").strip()
