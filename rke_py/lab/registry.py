@@ -200,6 +200,13 @@ def has_image(port: int, image: LabImage, auth: dict[str, str] | None = None) ->
     return _manifest(port, image.path, image.tag, auth)[0] == 200
 
 
+def _pushing() -> contextlib.AbstractContextManager[None]:
+    """Held from asking whether the registry has an image through pushing it. A push tags the image with
+    the registry's name and removes that tag after: two `lab up`s pushing the same new image at once shared
+    the tag, and the second to remove it failed ("No such image"), or a push lost it half-way."""
+    return machine_lock("push")
+
+
 def _push(
     client: docker.DockerClient, port: int, ref: str, path: str, tag: str, auth: dict[str, str] | None
 ) -> None:
@@ -224,10 +231,11 @@ def push(
     port = local_port(container)
     pushed = []
     for image in images:
-        if has_image(port, image, auth):
-            continue
-        progress(f"pushing {image.ref} to the lab registry")
-        _push(client, port, image.ref, image.path, image.tag, auth)
+        with _pushing():
+            if has_image(port, image, auth):
+                continue
+            progress(f"pushing {image.ref} to the lab registry")
+            _push(client, port, image.ref, image.path, image.tag, auth)
         pushed.append(image)
     return pushed
 
@@ -246,10 +254,11 @@ def publish(
     port = local_port(container)
     for name, image in sorted(names.items()):
         path, tag = name.rsplit(":", 1)
-        if _manifest(port, path, tag, auth)[1] == _manifest(port, image.path, image.tag, auth)[1]:
-            continue
-        progress(f"pushing {image.ref} to the lab registry as {name}")
-        _push(client, port, image.ref, path, tag, auth)
+        with _pushing():
+            if _manifest(port, path, tag, auth)[1] == _manifest(port, image.path, image.tag, auth)[1]:
+                continue
+            progress(f"pushing {image.ref} to the lab registry as {name}")
+            _push(client, port, image.ref, path, tag, auth)
 
 
 def attach(client: docker.DockerClient, network: str, address: str) -> None:

@@ -7,8 +7,10 @@ import json
 import stat
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import docker
 import paramiko
@@ -345,3 +347,28 @@ def test_two_lab_ups_at_once_whose_names_pick_the_same_subnet_both_come_up(tmp_p
     finally:
         for name, where in labs:
             hosts.down(name, str(where))
+
+
+def test_two_lab_ups_pushing_the_same_new_image_at_once_both_succeed(lab: Lab) -> None:
+    """A push tags the image with the registry's name and removes the tag after. Two `lab up`s at once
+    that both found an image missing from the shared registry (one newly built) shared that tag, and the
+    second removal failed with "No such image": the suite's first two labs on a machine whose images
+    had changed. The same two pushes, as two threads started together, under a name new to the registry."""
+    client = docker.from_env()
+    container = registry.find(client)
+    assert container is not None
+    image = images.ensure_image(client, "pause")
+    name = f"rke-py-test/pushed-twice:{time.time_ns()}"
+    start = threading.Barrier(2)
+
+    def publish() -> None:
+        start.wait()
+        registry.publish(client, container, {name: image}, lambda _: None)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        done = [pool.submit(publish) for _ in range(2)]
+    for future in done:
+        future.result()  # raises what the push raised
+    port = registry.local_port(container)
+    served = registry._manifest(port, *name.rsplit(":", 1))
+    assert served == registry._manifest(port, image.path, image.tag)  # (200, the image's own digest)
