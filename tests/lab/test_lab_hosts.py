@@ -350,10 +350,9 @@ def test_two_lab_ups_at_once_whose_names_pick_the_same_subnet_both_come_up(tmp_p
 
 
 def test_two_lab_ups_pushing_the_same_new_image_at_once_both_succeed(lab: Lab) -> None:
-    """A push tags the image with the registry's name and removes the tag after. Two `lab up`s at once
-    that both found an image missing from the shared registry (one newly built) shared that tag, and the
-    second removal failed with "No such image": the suite's first two labs on a machine whose images
-    had changed. The same two pushes, as two threads started together, under a name new to the registry."""
+    """Two `lab up`s that both found an image missing from the shared registry (the suite's first two
+    labs, once a stand-in image had changed) pushed it at once, and one failed with "No such image"
+    (`registry._pushing`). The same two pushes, as two threads started together, under a new name."""
     client = docker.from_env()
     container = registry.find(client)
     assert container is not None
